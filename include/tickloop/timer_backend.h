@@ -1,0 +1,78 @@
+/*
+ * tickloop: the timer-backend interface, for registering a custom backend.
+ *
+ * A backend is a pure data structure of tl_timer handles ordered by their
+ * absolute deadline. It is driven only by the `now` values it is given (no
+ * clock reads), so it can be tested deterministically. The loop owns the
+ * handles' `flags`; the backend owns `link[3]` while a timer is inside it.
+ *
+ * Rules every backend keeps (the conformance suite checks them):
+ * - pop_expired(now) never returns a timer whose deadline is > now. It returns
+ *   every timer whose deadline is <= now (heaps), or <= now rounded down to a
+ *   multiple of tick_ns (wheels). A returned timer is no longer inside. Heaps
+ *   return in (deadline, insertion) order; wheels in tick order.
+ * - next_expiry() is a time before which pop_expired can return nothing, and
+ *   pop_expired(t) for t >= next_expiry() makes progress: it returns a timer or
+ *   advances internal state so that repeating the pair reaches every timer
+ *   within a bounded number of empty rounds (at most the number of wheel
+ *   levels per timer).
+ * - Deadlines may be anywhere in [now, UINT64_MAX].
+ *
+ * Pure C11; compiles as C and as C++ on its own.
+ */
+#ifndef TICKLOOP_TIMER_BACKEND_H
+#define TICKLOOP_TIMER_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tickloop.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tl_timer_config {
+    uint64_t tick_ns;     /* wheel granularity, > 0 (the loop passes 1 ms by default) */
+    uint32_t wheel_slots; /* single-level wheel size, a power of two                  */
+} tl_timer_config;
+
+typedef struct tl_timer_backend {
+    const char *name;
+    /* A new, empty structure whose time starts at now; NULL on failure. */
+    void *(*create)(const tl_timer_config *cfg, uint64_t now);
+    void (*destroy)(void *self);
+    /* t->deadline is set and t is not inside. Returns 0, or -ENOMEM (t not
+       inserted). */
+    int (*insert)(void *self, tl_timer *t);
+    /* t is inside; afterwards it is not. */
+    void (*remove)(void *self, tl_timer *t);
+    /* t is inside; moves it to deadline (and sets t->deadline). May be NULL,
+       then the loop uses remove + insert. A rescheduled timer counts as newly
+       inserted for tie order. */
+    void (*reschedule)(void *self, tl_timer *t, uint64_t deadline);
+    /* UINT64_MAX when empty. */
+    uint64_t (*next_expiry)(void *self);
+    /* One due timer, or NULL. */
+    tl_timer *(*pop_expired)(void *self, uint64_t now);
+    size_t (*count)(void *self);
+} tl_timer_backend;
+
+/* Adds b to the registry under b->name; b must stay valid for the life of the
+ * process (a static const object). Returns 0, -EINVAL (NULL, empty or over-long
+ * name, a required function pointer is NULL), -EEXIST (name taken), or
+ * -ENOSPC (registry full). Any thread. */
+TL_API int tl_timer_backend_register(const tl_timer_backend *b);
+
+/* The backend registered under name (built-ins included), or NULL. Any thread. */
+TL_API const tl_timer_backend *tl_timer_backend_find(const char *name);
+
+/* Stores up to cap names (built-ins first, then registration order) in names,
+ * which may be NULL when cap is 0. Returns the total number registered. */
+TL_API size_t tl_timer_backend_names(const char **names, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TICKLOOP_TIMER_BACKEND_H */

@@ -1,0 +1,235 @@
+/*
+ * The reactor: loop creation, the run loop, the time cache and introspection.
+ *
+ * One iteration:
+ *   1. timeout = 0 (NOWAIT, stop requested, a timer already due) or the time
+ *      to the timer backend's next_expiry, or "forever" with no timer;
+ *   2. wait in the I/O backend, at most timeout, with nanosecond resolution;
+ *      EINTR re-waits for what remains of the same deadline;
+ *   3. read the clock once into the cached `now`;
+ *   4. run every due timer, then the I/O callbacks of the events collected.
+ * Timers go first so that one due while I/O was being collected is not held
+ * behind a long batch of I/O callbacks.
+ */
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <new>
+#include <unistd.h>
+
+#include "loop_internal.h"
+#include "timers/timers.h"
+
+using namespace tl::detail;
+
+namespace {
+
+/* The default backend until the benchmarks say otherwise (README). */
+constexpr const char *kDefaultTimers = "heap4";
+constexpr uint64_t kDefaultTickNs = 1000000;
+constexpr uint32_t kDefaultWheelSlots = 4096;
+
+std::atomic<uint32_t> next_loop_id{1};
+
+uint64_t clock_now() noexcept {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* TL_IO_AUTO defers to TICKLOOP_IO; anything else there is a mistake worth
+ * reporting rather than guessing. */
+int resolve_io_kind(tl_io_kind requested, tl_io_kind *out) noexcept {
+    if (requested != TL_IO_AUTO && requested != TL_IO_EPOLL && requested != TL_IO_URING)
+        return -EINVAL;
+    *out = requested;
+    if (requested != TL_IO_AUTO) return 0;
+    const char *env = std::getenv("TICKLOOP_IO");
+    if (!env || !*env || std::strcmp(env, "auto") == 0) return 0;
+    if (std::strcmp(env, "epoll") == 0)
+        *out = TL_IO_EPOLL;
+    else if (std::strcmp(env, "io_uring") == 0)
+        *out = TL_IO_URING;
+    else
+        return -EINVAL;
+    return 0;
+}
+
+int create_io(tl_io_kind kind, IoBackend **out) noexcept {
+    switch (kind) {
+    case TL_IO_URING:
+        return -ENOSYS; /* not built yet: never switch silently */
+    case TL_IO_AUTO:
+    case TL_IO_EPOLL:
+        return epoll_backend_create(out);
+    }
+    return -EINVAL;
+}
+
+bool is_power_of_two(uint32_t v) noexcept {
+    return v && !(v & (v - 1));
+}
+
+bool alive(const tl_loop *loop) noexcept {
+    return loop->active_handles > 0;
+}
+
+/* How long the next wait may block, in ns; UINT64_MAX for no limit. */
+uint64_t wait_timeout(tl_loop *loop, tl_run_mode mode) noexcept {
+    if (mode == TL_RUN_NOWAIT || loop->stopping) return 0;
+    uint64_t next = loop->timer_backend->next_expiry(loop->timers);
+    if (next == UINT64_MAX) return UINT64_MAX;
+    return next > loop->now ? next - loop->now : 0;
+}
+
+/* One iteration; returns 0 or a negative errno from the wait. */
+int iterate(tl_loop *loop, tl_run_mode mode) noexcept {
+    uint64_t timeout = wait_timeout(loop, mode);
+    uint64_t wait_until = sat_add(loop->now, timeout);
+    int n;
+    for (;;) {
+        n = loop->io->wait(timeout, loop->events, kMaxEvents);
+        if (n != -EINTR) break;
+        /* A signal handler interrupted the wait: wait out the same deadline. */
+        loop->now = clock_now();
+        if (timeout == UINT64_MAX) continue;
+        timeout = wait_until > loop->now ? wait_until - loop->now : 0;
+    }
+    if (n < 0) return n;
+    loop->now = clock_now();
+    uint64_t ran = timers_dispatch(loop);
+    ran += io_dispatch(loop, n);
+    ++loop->stats.iterations;
+    if (ran == 0 && n == 0 && timeout != 0) ++loop->stats.empty_wakeups;
+    return 0;
+}
+
+} // namespace
+
+extern "C" {
+
+TL_API void tl_loop_options_init(tl_loop_options *opts) {
+    if (opts) std::memset(opts, 0, sizeof *opts);
+}
+
+TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts) {
+    if (!out) return -EINVAL;
+    *out = nullptr;
+    tl_loop_options defaults;
+    tl_loop_options_init(&defaults);
+    if (!opts) opts = &defaults;
+
+    tl_io_kind kind;
+    int r = resolve_io_kind(opts->io, &kind);
+    if (r < 0) return r;
+    if (opts->wheel_slots && !is_power_of_two(opts->wheel_slots)) return -EINVAL;
+
+    const char *name = opts->timers;
+    if (!name) name = std::getenv("TICKLOOP_TIMERS");
+    if (!name || !*name) name = kDefaultTimers;
+    const tl_timer_backend *backend = tl_timer_backend_find(name);
+    if (!backend) return -ENOENT;
+
+    tl_loop *loop = static_cast<tl_loop *>(std::calloc(1, sizeof(tl_loop)));
+    if (!loop) return -ENOMEM;
+    loop->now = clock_now();
+    loop->id = next_loop_id.fetch_add(1, std::memory_order_relaxed);
+    if (loop->id == 0) loop->id = next_loop_id.fetch_add(1, std::memory_order_relaxed);
+    loop->async_fd = -1;
+    loop->signal_fd = -1;
+    sigemptyset(&loop->signal_mask);
+    sigemptyset(&loop->signals_blocked_before);
+
+    tl_timer_config cfg{opts->tick_ns ? opts->tick_ns : kDefaultTickNs,
+                        opts->wheel_slots ? opts->wheel_slots : kDefaultWheelSlots};
+    loop->timer_backend = backend;
+    loop->timers = backend->create(&cfg, loop->now);
+    if (!loop->timers) {
+        std::free(loop);
+        return -ENOMEM;
+    }
+    r = create_io(kind, &loop->io);
+    if (r < 0) {
+        backend->destroy(loop->timers);
+        std::free(loop);
+        return r;
+    }
+    *out = loop;
+    return 0;
+}
+
+TL_API int tl_loop_free(tl_loop *loop) {
+    if (!loop) return -EINVAL;
+    if (alive(loop) || loop->running) return -EBUSY;
+    async_close(loop);
+    signal_close(loop);
+    io_close(loop);
+    delete loop->io;
+    loop->timer_backend->destroy(loop->timers);
+    std::free(loop);
+    return 0;
+}
+
+TL_API int tl_loop_run(tl_loop *loop, tl_run_mode mode) {
+    if (!loop) return -EINVAL;
+    if (mode != TL_RUN_DEFAULT && mode != TL_RUN_ONCE && mode != TL_RUN_NOWAIT) return -EINVAL;
+    if (loop->running) return -EBUSY;
+    loop->running = true;
+    loop->now = clock_now();
+    int r = 0;
+    while (alive(loop) && !loop->stopping) {
+        r = iterate(loop, mode);
+        if (r < 0 || mode != TL_RUN_DEFAULT) break;
+    }
+    loop->stopping = false;
+    loop->running = false;
+    if (r < 0) return r;
+    return alive(loop) ? 1 : 0;
+}
+
+TL_API void tl_loop_stop(tl_loop *loop) {
+    if (loop) loop->stopping = true;
+}
+
+TL_API uint64_t tl_now(const tl_loop *loop) {
+    return loop ? loop->now : 0;
+}
+
+TL_API void tl_update_time(tl_loop *loop) {
+    if (loop) loop->now = clock_now();
+}
+
+TL_API const char *tl_loop_timers_name(const tl_loop *loop) {
+    return loop ? loop->timer_backend->name : nullptr;
+}
+
+TL_API const char *tl_loop_io_name(const tl_loop *loop) {
+    return loop ? loop->io->name() : nullptr;
+}
+
+TL_API void tl_loop_stats_get(const tl_loop *loop, tl_loop_stats *out) {
+    if (!out) return;
+    if (!loop) {
+        std::memset(out, 0, sizeof *out);
+        return;
+    }
+    *out = loop->stats;
+    out->timers_active = loop->timer_backend->count(loop->timers);
+}
+
+TL_API const char *tl_strerror(int err) {
+    if (err == 0) return "success";
+    if (err > 0 || err < -4095) return "unknown error";
+    const char *msg = strerrordesc_np(-err);
+    return msg ? msg : "unknown error";
+}
+
+#define TL_STR2(x) #x
+#define TL_STR(x) TL_STR2(x)
+TL_API const char *tl_version(void) {
+    return TL_STR(TL_VERSION_MAJOR) "." TL_STR(TL_VERSION_MINOR) "." TL_STR(TL_VERSION_PATCH);
+}
+
+} // extern "C"

@@ -1,0 +1,123 @@
+/*
+ * Internal to loop/: the loop's private state and the small interface every
+ * I/O backend (epoll.cc, and io_uring later) implements.
+ */
+#ifndef TICKLOOP_LOOP_LOOP_INTERNAL_H
+#define TICKLOOP_LOOP_LOOP_INTERNAL_H
+
+#include <csignal>
+#include <cstdint>
+
+#include "tickloop/timer_backend.h"
+
+namespace tl::detail {
+
+/* One readiness report from an I/O backend: the tag given at registration
+ * (fd in the low half, registration generation in the high half) and
+ * TL_READ|TL_WRITE|TL_ERROR|TL_HUP. */
+struct ReadyEvent {
+    uint64_t tag;
+    unsigned revents;
+};
+
+inline constexpr uint64_t io_tag(int fd, uint32_t gen) noexcept {
+    return (uint64_t)gen << 32 | (uint32_t)fd;
+}
+inline constexpr int io_tag_fd(uint64_t tag) noexcept {
+    return (int)(uint32_t)tag;
+}
+inline constexpr uint32_t io_tag_gen(uint64_t tag) noexcept {
+    return (uint32_t)(tag >> 32);
+}
+
+/* A readiness poller. Level-triggered: an fd that stays ready is reported by
+ * every wait. All calls return 0 / a count, or a negative errno. */
+class IoBackend {
+public:
+    virtual ~IoBackend() = default;
+    virtual const char *name() const noexcept = 0;
+    virtual int add(int fd, unsigned events, uint64_t tag) noexcept = 0;
+    virtual int modify(int fd, unsigned events, uint64_t tag) noexcept = 0;
+    /* The fd may already be closed; that is not an error. */
+    virtual void remove(int fd, uint64_t tag) noexcept = 0;
+    /* Waits at most timeout_ns (UINT64_MAX: no limit, 0: never blocks) and
+       stores up to cap ready events in out. Returns their number, -EINTR if a
+       signal handler interrupted the wait, or another negative errno. */
+    virtual int wait(uint64_t timeout_ns, ReadyEvent *out, int cap) noexcept = 0;
+};
+
+int epoll_backend_create(IoBackend **out) noexcept;
+
+/* tl_timer::flags, owned by the loop. */
+enum : uint32_t {
+    TIMER_ACTIVE = 1u << 0, /* scheduled: inside the backend                   */
+    /* Started during the timer dispatch whose epoch is in the high bits, with
+       a deadline that dispatch could pop; it must wait for the next one. */
+    TIMER_FRESH = 1u << 1,
+    TIMER_EPOCH_SHIFT = 8,
+};
+
+/* tl_io::flags. */
+enum : uint32_t {
+    IO_ACTIVE = 1u << 0,
+    IO_INTERNAL = 1u << 1, /* the loop's own (async eventfd, signalfd): keeps nothing alive */
+};
+
+/* Events collected per wait. Level-triggered polling reports the rest next
+   iteration; 256 is libev's and libuv's order of magnitude. */
+inline constexpr int kMaxEvents = 256;
+
+} // namespace tl::detail
+
+struct tl_loop {
+    /* Hot: read on every timer start and every iteration. */
+    uint64_t now;
+    const tl_timer_backend *timer_backend;
+    void *timers;
+    tl::detail::IoBackend *io;
+    uint32_t id;   /* non-zero, unique per process: tags handles' owner */
+    bool running;  /* inside tl_loop_run                                */
+    bool stopping; /* tl_loop_stop called                               */
+    bool in_timer_dispatch;
+    uint32_t dispatch_epoch; /* bumped per timer dispatch                */
+    uint64_t active_handles; /* timers, user I/O, asyncs, signals        */
+
+    /* I/O: fd -> watcher, so a stale event never reaches a stopped watcher. */
+    tl_io **fds;
+    size_t fds_size;
+    uint32_t io_gen;
+
+    /* Async: one eventfd for all tl_async of this loop. */
+    int async_fd;
+    tl_io async_watcher;
+    tl_async *asyncs;
+    tl_async *async_cursor; /* next to visit during dispatch */
+
+    /* Signals: one signalfd for every watched signal. */
+    int signal_fd;
+    tl_io signal_watcher;
+    tl_signal *signals;
+    tl_signal *signal_cursor;
+    sigset_t signal_mask;            /* signals in the signalfd   */
+    sigset_t signals_blocked_before; /* to restore on last stop   */
+    uint32_t signal_watchers[_NSIG]; /* watchers per signal       */
+
+    tl_loop_stats stats;
+    tl::detail::ReadyEvent events[tl::detail::kMaxEvents];
+};
+
+namespace tl::detail {
+/* Runs the callbacks for n collected events; returns how many ran. */
+uint64_t io_dispatch(tl_loop *loop, int n) noexcept;
+/* Starts an internal watcher (does not keep the loop alive). */
+int io_start_internal(tl_loop *loop, tl_io *w, int fd, tl_io_cb cb) noexcept;
+void io_stop_internal(tl_loop *loop, tl_io *w) noexcept;
+/* Runs every due timer; returns how many callbacks ran. */
+uint64_t timers_dispatch(tl_loop *loop) noexcept;
+/* Releases what async.cc and signal.cc hold (the loop has no active handle). */
+void async_close(tl_loop *loop) noexcept;
+void signal_close(tl_loop *loop) noexcept;
+void io_close(tl_loop *loop) noexcept;
+} // namespace tl::detail
+
+#endif /* TICKLOOP_LOOP_LOOP_INTERNAL_H */

@@ -1,0 +1,144 @@
+/*
+ * Signal watchers through one signalfd per loop.
+ *
+ * A signal is delivered to a signalfd only while it is blocked, so the first
+ * watcher of a signal blocks it in the calling thread (remembering whether it
+ * was blocked already) and adds it to the signalfd's mask; the last watcher
+ * removes it and restores the old blocked state. A signal that arrived and
+ * is still pending at that point is then delivered the ordinary way, as if the
+ * loop had never watched it.
+ *
+ * Two loops watching one signal compete for it (each instance goes to one of
+ * them); watch a signal from one loop.
+ */
+#include <cerrno>
+#include <pthread.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "loop_internal.h"
+
+using namespace tl::detail;
+
+namespace {
+
+constexpr uint32_t kSignalMagic = 0x7a5c1e02u;
+
+bool valid_signo(int signo) noexcept {
+    if (signo < 1 || signo >= _NSIG || signo == SIGKILL || signo == SIGSTOP) return false;
+    /* glibc reserves the first real-time signals for itself. */
+    return signo < 32 || signo >= SIGRTMIN;
+}
+
+bool is_member(const tl_loop *loop, const tl_signal *s) noexcept {
+    for (const tl_signal *it = loop->signals; it; it = it->next)
+        if (it == s) return true;
+    return false;
+}
+
+void dispatch(tl_loop *loop, int signo) {
+    for (tl_signal *s = loop->signals; s; s = loop->signal_cursor) {
+        loop->signal_cursor = s->next;
+        if (s->signo == signo) s->cb(loop, s, signo);
+    }
+    loop->signal_cursor = nullptr;
+}
+
+void on_signalfd(tl_loop *loop, tl_io *, unsigned) {
+    struct signalfd_siginfo info[16];
+    for (;;) {
+        ssize_t n = read(loop->signal_fd, info, sizeof info);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        for (size_t i = 0; i < (size_t)n / sizeof info[0]; ++i)
+            dispatch(loop, (int)info[i].ssi_signo);
+        if ((size_t)n < sizeof info) break;
+    }
+}
+
+} // namespace
+
+namespace tl::detail {
+
+void signal_close(tl_loop *loop) noexcept {
+    if (loop->signal_fd < 0) return;
+    io_stop_internal(loop, &loop->signal_watcher);
+    close(loop->signal_fd);
+    loop->signal_fd = -1;
+}
+
+} // namespace tl::detail
+
+extern "C" {
+
+TL_API int tl_signal_start(tl_loop *loop, tl_signal *s, int signo, tl_signal_cb cb, void *data) {
+    if (!loop || !s || !cb || !valid_signo(signo)) return -EINVAL;
+    if (s->magic == kSignalMagic && (s->loop != loop || is_member(loop, s))) return -EBUSY;
+
+    if (loop->signal_watchers[signo] == 0) {
+        sigset_t mask = loop->signal_mask;
+        sigaddset(&mask, signo);
+        int fd = signalfd(loop->signal_fd, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+        if (fd < 0) return -errno;
+        if (loop->signal_fd < 0) {
+            int r = io_start_internal(loop, &loop->signal_watcher, fd, on_signalfd);
+            if (r < 0) {
+                close(fd);
+                return r;
+            }
+            loop->signal_fd = fd;
+        }
+        sigset_t one, old;
+        sigemptyset(&one);
+        sigaddset(&one, signo);
+        pthread_sigmask(SIG_BLOCK, &one, &old);
+        if (sigismember(&old, signo)) sigaddset(&loop->signals_blocked_before, signo);
+        loop->signal_mask = mask;
+    }
+    ++loop->signal_watchers[signo];
+
+    s->signo = signo;
+    s->cb = cb;
+    s->data = data;
+    s->loop = loop;
+    s->prev = nullptr;
+    s->next = loop->signals;
+    if (s->next) s->next->prev = s;
+    loop->signals = s;
+    s->magic = kSignalMagic;
+    ++loop->active_handles;
+    return 0;
+}
+
+TL_API int tl_signal_stop(tl_loop *loop, tl_signal *s) {
+    if (!loop || !s) return -EINVAL;
+    if (s->magic != kSignalMagic) return 0;
+    if (s->loop != loop) return -EINVAL;
+    if (!is_member(loop, s)) return 0; /* stale magic in reused memory */
+    if (loop->signal_cursor == s) loop->signal_cursor = s->next;
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        loop->signals = s->next;
+    if (s->next) s->next->prev = s->prev;
+    s->next = s->prev = nullptr;
+    s->magic = 0;
+    s->loop = nullptr;
+    --loop->active_handles;
+
+    int signo = s->signo;
+    if (--loop->signal_watchers[signo] == 0) {
+        sigdelset(&loop->signal_mask, signo);
+        signalfd(loop->signal_fd, &loop->signal_mask, SFD_NONBLOCK | SFD_CLOEXEC);
+        if (!sigismember(&loop->signals_blocked_before, signo)) {
+            sigset_t one;
+            sigemptyset(&one);
+            sigaddset(&one, signo);
+            pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
+        }
+        sigdelset(&loop->signals_blocked_before, signo);
+    }
+    return 0;
+}
+
+} // extern "C"

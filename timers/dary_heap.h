@@ -1,0 +1,221 @@
+/*
+ * An implicit d-ary min-heap of timers, the shared body of heap2.cc and
+ * heap4.cc (each file picks the arity and the root offset and states why).
+ *
+ * Layout and invariants (checked by check()):
+ * - The heap is an array of entries {deadline, timer*}: the deadline is cached
+ *   beside the pointer so that sifting compares without touching the (cold)
+ *   timers, as libev's ANHE and Go's timer heap do.
+ * - Entries live at indices [Root, Root + size). Root > 0 leaves a small
+ *   unused prefix so that the D children of a node share one cache line; the
+ *   array is 64-byte aligned.
+ * - For every entry e at index i: e.timer->link[0] == i (so remove and
+ *   reschedule find it in O(1)), e.deadline == e.timer->deadline, and no entry
+ *   orders before its parent.
+ * - Order is (deadline, seq): link[1] holds a per-heap insertion counter that
+ *   breaks deadline ties in start order (libuv's start_id). The timer is only
+ *   read for the tie-break, so distinct deadlines never touch it.
+ * - Sifts move a hole instead of swapping, writing each moved entry once.
+ * - The array grows by doubling and never shrinks; growth is the only
+ *   allocation and the only failure (-ENOMEM, timer not inserted).
+ */
+#ifndef TICKLOOP_TIMERS_DARY_HEAP_H
+#define TICKLOOP_TIMERS_DARY_HEAP_H
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "timers.h"
+
+namespace tl::detail {
+
+template <unsigned D, size_t Root>
+class DaryHeap {
+    static_assert(D >= 2, "a heap needs at least two children per node");
+
+    struct Entry {
+        uint64_t deadline;
+        tl_timer *timer;
+    };
+    static_assert(sizeof(Entry) == 16, "entries pack four to a cache line");
+    static_assert(2 * sizeof(uintptr_t) <= timer_link_bytes, "heap node fits in tl_timer.link");
+
+    static constexpr size_t kAlign = 64;
+    static constexpr size_t kInitialCapacity = 64; /* entries, prefix included */
+
+    Entry *heap_ = nullptr;
+    size_t size_ = 0;     /* live entries                               */
+    size_t capacity_ = 0; /* entries allocated, the Root prefix included */
+    uint64_t seq_ = 0;    /* next insertion number                       */
+
+    static size_t &index_of(tl_timer *t) noexcept { return reinterpret_cast<size_t &>(t->link[0]); }
+    static uint64_t &seq_of(tl_timer *t) noexcept {
+        return reinterpret_cast<uint64_t &>(t->link[1]);
+    }
+
+    static constexpr size_t parent(size_t i) noexcept { return (i - Root - 1) / D + Root; }
+    static constexpr size_t first_child(size_t i) noexcept { return D * (i - Root) + Root + 1; }
+
+    static bool before(const Entry &a, const Entry &b) noexcept {
+        if (a.deadline != b.deadline) return a.deadline < b.deadline;
+        return seq_of(a.timer) < seq_of(b.timer);
+    }
+
+    void place(size_t i, const Entry &e) noexcept {
+        heap_[i] = e;
+        index_of(e.timer) = i;
+    }
+
+    /* Moves the hole at i up until e fits there. */
+    void sift_up(size_t i, Entry e) noexcept {
+        while (i > Root) {
+            size_t p = parent(i);
+            if (!before(e, heap_[p])) break;
+            place(i, heap_[p]);
+            i = p;
+        }
+        place(i, e);
+    }
+
+    /* Moves the hole at i down until e fits there. */
+    void sift_down(size_t i, Entry e) noexcept {
+        const size_t end = Root + size_;
+        for (;;) {
+            size_t c = first_child(i);
+            if (c >= end) break;
+            size_t last = c + D < end ? c + D : end;
+            size_t best = c;
+            for (size_t j = c + 1; j < last; ++j)
+                if (before(heap_[j], heap_[best])) best = j;
+            if (!before(heap_[best], e)) break;
+            place(i, heap_[best]);
+            i = best;
+        }
+        place(i, e);
+    }
+
+    /* Puts e at i, which holds a hole, restoring order in whichever direction. */
+    void settle(size_t i, Entry e) noexcept {
+        if (i > Root && before(e, heap_[parent(i)]))
+            sift_up(i, e);
+        else
+            sift_down(i, e);
+    }
+
+    int grow() noexcept {
+        size_t cap = capacity_ ? capacity_ * 2 : kInitialCapacity;
+        if (cap > SIZE_MAX / sizeof(Entry)) return -ENOMEM;
+        void *mem = std::aligned_alloc(kAlign, cap * sizeof(Entry));
+        if (!mem) return -ENOMEM;
+        if (heap_) std::memcpy(mem, heap_, (Root + size_) * sizeof(Entry));
+        std::free(heap_);
+        heap_ = static_cast<Entry *>(mem);
+        capacity_ = cap;
+        return 0;
+    }
+
+public:
+    DaryHeap() = default;
+    DaryHeap(const DaryHeap &) = delete;
+    DaryHeap &operator=(const DaryHeap &) = delete;
+    ~DaryHeap() { std::free(heap_); }
+
+    /* Pre: t not inside, t->deadline set. Post on 0: t inside, last among
+       equal deadlines. On -ENOMEM nothing changed. */
+    int insert(tl_timer *t) noexcept {
+        if (Root + size_ + 1 > capacity_) {
+            int r = grow();
+            if (r < 0) return r;
+        }
+        seq_of(t) = seq_++;
+        ++size_;
+        sift_up(Root + size_ - 1, Entry{t->deadline, t});
+        return 0;
+    }
+
+    /* Pre: t inside. Post: t not inside; the rest still a heap. */
+    void remove(tl_timer *t) noexcept {
+        size_t i = index_of(t);
+        --size_;
+        size_t last = Root + size_;
+        if (i != last) settle(i, heap_[last]);
+    }
+
+    /* Pre: t inside. Post: t at deadline, ordered as if newly inserted. */
+    void reschedule(tl_timer *t, uint64_t deadline) noexcept {
+        t->deadline = deadline;
+        seq_of(t) = seq_++;
+        settle(index_of(t), Entry{deadline, t});
+    }
+
+    uint64_t next_expiry() const noexcept { return size_ ? heap_[Root].deadline : UINT64_MAX; }
+
+    /* Post: the earliest timer if its deadline <= now, removed; else NULL. */
+    tl_timer *pop_expired(uint64_t now) noexcept {
+        if (size_ == 0 || heap_[Root].deadline > now) return nullptr;
+        tl_timer *t = heap_[Root].timer;
+        remove(t);
+        return t;
+    }
+
+    size_t count() const noexcept { return size_; }
+
+    const char *check() const noexcept {
+        if (size_ && (!heap_ || Root + size_ > capacity_))
+            return check_failed("heap: size %zu exceeds capacity %zu", size_, capacity_);
+        if (reinterpret_cast<uintptr_t>(heap_) % kAlign)
+            return check_failed("heap: array not %zu-byte aligned", kAlign);
+        for (size_t i = Root; i < Root + size_; ++i) {
+            const Entry &e = heap_[i];
+            if (!e.timer) return check_failed("heap: null timer at %zu", i);
+            if (index_of(e.timer) != i)
+                return check_failed("heap: timer at %zu records index %zu", i, index_of(e.timer));
+            if (e.deadline != e.timer->deadline)
+                return check_failed("heap: cached deadline %llu != timer's %llu at %zu",
+                                    (unsigned long long)e.deadline,
+                                    (unsigned long long)e.timer->deadline, i);
+            if (i > Root && before(e, heap_[parent(i)]))
+                return check_failed("heap: entry %zu orders before its parent %zu", i, parent(i));
+            if (seq_of(e.timer) >= seq_)
+                return check_failed("heap: sequence at %zu from the future", i);
+        }
+        return nullptr;
+    }
+
+    /* The vtable glue: one set of static functions per instantiation. */
+    struct Vtable {
+        static void *create(const tl_timer_config *, uint64_t) noexcept {
+            return new (std::nothrow) DaryHeap();
+        }
+        static void destroy(void *self) noexcept { delete static_cast<DaryHeap *>(self); }
+        static int insert(void *self, tl_timer *t) noexcept {
+            return static_cast<DaryHeap *>(self)->insert(t);
+        }
+        static void remove(void *self, tl_timer *t) noexcept {
+            static_cast<DaryHeap *>(self)->remove(t);
+        }
+        static void reschedule(void *self, tl_timer *t, uint64_t deadline) noexcept {
+            static_cast<DaryHeap *>(self)->reschedule(t, deadline);
+        }
+        static uint64_t next_expiry(void *self) noexcept {
+            return static_cast<DaryHeap *>(self)->next_expiry();
+        }
+        static tl_timer *pop_expired(void *self, uint64_t now) noexcept {
+            return static_cast<DaryHeap *>(self)->pop_expired(now);
+        }
+        static size_t count(void *self) noexcept { return static_cast<DaryHeap *>(self)->count(); }
+        static const char *check(void *self) noexcept {
+            return static_cast<DaryHeap *>(self)->check();
+        }
+        static constexpr tl_timer_backend make(const char *name) noexcept {
+            return tl_timer_backend{name,       create,      destroy,     insert, remove,
+                                    reschedule, next_expiry, pop_expired, count};
+        }
+    };
+};
+
+} // namespace tl::detail
+
+#endif /* TICKLOOP_TIMERS_DARY_HEAP_H */

@@ -1,0 +1,21 @@
+/*
+ * heap2: a binary min-heap of timers (the structure libuv and libevent use),
+ * with the cache-friendly layout of dary_heap.h.
+ *
+ * Root at index 1 so that the two children of node i sit at 2i and 2i + 1:
+ * with 16-byte entries and a 64-byte-aligned array, siblings always share a
+ * cache line, and a sift-down touches one line per level.
+ */
+#include "dary_heap.h"
+
+namespace tl::detail {
+
+using Heap2 = DaryHeap<2, 1>;
+
+const tl_timer_backend heap2_backend = Heap2::Vtable::make("heap2");
+
+const char *heap2_check(void *self) {
+    return Heap2::Vtable::check(self);
+}
+
+} // namespace tl::detail

@@ -1,0 +1,23 @@
+/*
+ * heap4: a 4-ary min-heap of timers (libev's "4-heap").
+ *
+ * A 4-ary heap is half as deep as a binary one, and a sift-down compares four
+ * children per level. Those four are free if they share a cache line: with
+ * 16-byte {deadline, timer*} entries and a 64-byte-aligned array, putting the
+ * root at index 3 makes the children of node i start at 4(i - 3) + 4, a
+ * multiple of four, so every sibling group is exactly one line (libev's
+ * HEAP0 = DHEAP - 1 trick).
+ */
+#include "dary_heap.h"
+
+namespace tl::detail {
+
+using Heap4 = DaryHeap<4, 3>;
+
+const tl_timer_backend heap4_backend = Heap4::Vtable::make("heap4");
+
+const char *heap4_check(void *self) {
+    return Heap4::Vtable::check(self);
+}
+
+} // namespace tl::detail

@@ -1,0 +1,100 @@
+/*
+ * The timer-backend registry: the built-in backends plus any the program
+ * registers, looked up by name when a loop is created.
+ *
+ * Registration is rare (start-up) and lookups happen once per loop, so a
+ * mutex-protected fixed array is enough; it never allocates, so registering
+ * cannot fail for lack of memory.
+ */
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+#include "timers.h"
+
+namespace tl::detail {
+namespace {
+
+struct Builtin {
+    const tl_timer_backend *backend;
+    check_fn check;
+};
+
+/* Built-ins, in the order tl_timer_backend_names() lists them. */
+const Builtin builtins[] = {
+    {&heap2_backend, heap2_check},
+    {&heap4_backend, heap4_check},
+};
+constexpr size_t kBuiltins = sizeof(builtins) / sizeof(builtins[0]);
+
+/* Room for custom backends; a program registers a handful at most. */
+constexpr size_t kMaxCustom = 32;
+/* Names are short identifiers ("hwheel"); the bound keeps them printable in logs. */
+constexpr size_t kMaxNameLength = 63;
+
+std::mutex registry_mutex;
+const tl_timer_backend *custom[kMaxCustom];
+size_t custom_count;
+
+const tl_timer_backend *find_locked(const char *name) {
+    for (const Builtin &b : builtins)
+        if (std::strcmp(b.backend->name, name) == 0) return b.backend;
+    for (size_t i = 0; i < custom_count; ++i)
+        if (std::strcmp(custom[i]->name, name) == 0) return custom[i];
+    return nullptr;
+}
+
+} // namespace
+
+const char *check_failed(const char *fmt, ...) {
+    static thread_local char message[256];
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    return message;
+}
+
+} // namespace tl::detail
+
+using namespace tl::detail;
+
+extern "C" {
+
+TL_API int tl_timer_backend_register(const tl_timer_backend *b) {
+    if (!b || !b->name || !b->create || !b->destroy || !b->insert || !b->remove ||
+        !b->next_expiry || !b->pop_expired || !b->count)
+        return -EINVAL;
+    size_t len = std::strlen(b->name);
+    if (len == 0 || len > kMaxNameLength) return -EINVAL;
+    std::lock_guard<std::mutex> lock(registry_mutex);
+    if (find_locked(b->name)) return -EEXIST;
+    if (custom_count == kMaxCustom) return -ENOSPC;
+    custom[custom_count++] = b;
+    return 0;
+}
+
+TL_API const tl_timer_backend *tl_timer_backend_find(const char *name) {
+    if (!name) return nullptr;
+    std::lock_guard<std::mutex> lock(registry_mutex);
+    return find_locked(name);
+}
+
+TL_API size_t tl_timer_backend_names(const char **names, size_t cap) {
+    std::lock_guard<std::mutex> lock(registry_mutex);
+    size_t total = kBuiltins + custom_count;
+    if (!names) return total;
+    for (size_t i = 0; i < total && i < cap; ++i)
+        names[i] = i < kBuiltins ? builtins[i].backend->name : custom[i - kBuiltins]->name;
+    return total;
+}
+
+const char *tl_detail_timers_check(const tl_timer_backend *b, void *self) {
+    for (const Builtin &builtin : builtins)
+        if (builtin.backend == b) return builtin.check(self);
+    return nullptr;
+}
+
+} // extern "C"

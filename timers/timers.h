@@ -1,0 +1,58 @@
+/*
+ * Internal to the timer backends and the loop: node helpers shared by the
+ * built-in backends, their vtables and their invariant walkers.
+ *
+ * Not installed. The invariant walkers are declared with C linkage so the C
+ * test suites can call them; they are hidden from the shared library and
+ * reached by linking the static one.
+ */
+#ifndef TICKLOOP_TIMERS_TIMERS_H
+#define TICKLOOP_TIMERS_TIMERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tickloop/timer_backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Walks a backend's structure and checks every invariant its file states.
+ * Returns NULL when all hold, else a message naming the first broken one
+ * (valid until the next call from the same thread). Backends the registry does
+ * not know a walker for (custom ones) always pass. Not thread-safe for the
+ * same self. */
+const char *tl_detail_timers_check(const tl_timer_backend *b, void *self);
+
+#ifdef __cplusplus
+}
+
+namespace tl::detail {
+
+/* a + b, saturating at UINT64_MAX ("never") instead of wrapping. */
+constexpr uint64_t sat_add(uint64_t a, uint64_t b) noexcept {
+    uint64_t r = a + b;
+    return r < a ? UINT64_MAX : r;
+}
+
+/* A backend's invariant walker: NULL or the first broken invariant. */
+using check_fn = const char *(*)(void *self);
+
+/* The built-in backends, each defined in its own file. */
+extern const tl_timer_backend heap2_backend;
+extern const tl_timer_backend heap4_backend;
+const char *heap2_check(void *self);
+const char *heap4_check(void *self);
+
+/* Formats an invariant failure into a thread-local buffer (printf style). */
+const char *check_failed(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Each backend keeps its per-timer node inside tl_timer::link; this is the
+ * room it has. Backends static_assert against it. */
+inline constexpr size_t timer_link_bytes = sizeof(((tl_timer *)nullptr)->link);
+
+} // namespace tl::detail
+#endif
+
+#endif /* TICKLOOP_TIMERS_TIMERS_H */
