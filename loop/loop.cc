@@ -57,12 +57,17 @@ int resolve_io_kind(tl_io_kind requested, tl_io_kind *out) noexcept {
     return 0;
 }
 
+/* An explicit kind fails with the kernel's answer and never switches
+ * silently; AUTO prefers io_uring and falls back to epoll when io_uring is
+ * missing, refused (seccomp, kernel.io_uring_disabled) or too old. */
 int create_io(tl_io_kind kind, IoBackend **out) noexcept {
     switch (kind) {
     case TL_IO_URING:
-        return -ENOSYS; /* not built yet: never switch silently */
-    case TL_IO_AUTO:
+        return uring_backend_create(out);
     case TL_IO_EPOLL:
+        return epoll_backend_create(out);
+    case TL_IO_AUTO:
+        if (uring_backend_create(out) == 0) return 0;
         return epoll_backend_create(out);
     }
     return -EINVAL;
@@ -102,7 +107,7 @@ int iterate(tl_loop *loop, tl_run_mode mode) noexcept {
     uint64_t ran = timers_dispatch(loop);
     ran += io_dispatch(loop, n);
     ++loop->stats.iterations;
-    if (ran == 0 && n == 0 && timeout != 0) ++loop->stats.empty_wakeups;
+    if (ran == 0 && timeout != 0) ++loop->stats.empty_wakeups;
     return 0;
 }
 

@@ -47,6 +47,9 @@ public:
 };
 
 int epoll_backend_create(IoBackend **out) noexcept;
+/* -ENOSYS without liburing or on a kernel too old; the kernel's errno when
+   io_uring is refused (-EPERM from seccomp or kernel.io_uring_disabled). */
+int uring_backend_create(IoBackend **out) noexcept;
 
 /* tl_timer::flags, owned by the loop. */
 enum : uint32_t {
