@@ -1,0 +1,58 @@
+// hello.cpp: the smallest tickloop program with the C++ wrapper.
+//
+// Shows a repeating timer with a lambda, an fd watcher on a pipe the timer
+// writes to, a signal watcher (SIGINT stops early) and a one-shot timer that
+// ends the program after half a second.
+//
+//   hello_cpp [--timers heap2|heap4|wheel|hwheel] [--help]
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <unistd.h>
+
+#include <tickloop/tickloop.hpp>
+
+using namespace std::chrono_literals;
+
+int main(int argc, char **argv) {
+    tickloop::Options options;
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--timers") == 0 && i + 1 < argc) {
+            options.timers = argv[++i];
+        } else {
+            std::printf("usage: %s [--timers NAME]\nA timer, a pipe watcher and a SIGINT watcher "
+                        "for 0.5 s (tickloop %s).\n",
+                        argv[0], tl_version());
+            return std::strcmp(argv[i], "--help") == 0 ? 0 : 2;
+        }
+    }
+    int fds[2];
+    if (pipe(fds) < 0) return 1;
+    try {
+        tickloop::Loop loop(options);
+        int ticks = 0, reads = 0;
+        tickloop::Timer tick(loop, [&](tickloop::Timer &) {
+            ++ticks;
+            if (write(fds[1], "x", 1) != 1) std::perror("write");
+        });
+        tickloop::Io reader(loop, fds[0], [&](tickloop::Io &io, unsigned revents) {
+            char buf[64];
+            if ((revents & TL_READ) && read(io.fd(), buf, sizeof buf) > 0) ++reads;
+        });
+        tickloop::Timer done(loop, [&](tickloop::Timer &) { loop.stop(); });
+        tickloop::Signal intr(loop, SIGINT, [&](int) { loop.stop(); });
+
+        tick.start(10ms, 50ms);
+        reader.start(TL_READ);
+        done.start(500ms);
+        loop.run();
+        std::printf("%-8s io=%-8s ticks=%d reads=%d\n", loop.timers_name(), loop.io_name(), ticks,
+                    reads);
+        close(fds[0]);
+        close(fds[1]);
+        return ticks >= 9 && reads >= 1 ? 0 : 1;
+    } catch (const std::system_error &e) {
+        std::fprintf(stderr, "%s\n", e.what());
+        return 1;
+    }
+}
