@@ -84,6 +84,9 @@ struct tl_loop {
     bool in_timer_dispatch;
     uint32_t dispatch_epoch; /* bumped per timer dispatch                */
     uint64_t active_handles; /* timers, user I/O, asyncs, signals        */
+    uint64_t max_timers;     /* 0: unlimited                             */
+    uint64_t max_timers_per_iteration;
+    uint64_t timer_slack_ns; /* 0: leave alone                           */
 
     /* I/O: fd -> watcher, so a stale event never reaches a stopped watcher. */
     tl_io **fds;

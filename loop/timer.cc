@@ -71,7 +71,10 @@ uint64_t timers_dispatch(tl_loop *loop) noexcept {
     uint64_t fired = 0;
     ++loop->dispatch_epoch;
     loop->in_timer_dispatch = true;
-    while (tl_timer *t = b->pop_expired(loop->timers, now)) {
+    const uint64_t cap = loop->max_timers_per_iteration;
+    while (fired < cap) {
+        tl_timer *t = b->pop_expired(loop->timers, now);
+        if (!t) break;
         if (is_fresh(loop, t)) {
             /* Started by this dispatch: back in, and it runs next iteration. */
             t->flags &= ~TIMER_FRESH;
@@ -114,10 +117,9 @@ TL_API void tl_timer_init(tl_timer *t, tl_timer_cb cb, void *data) {
 
 TL_API int tl_timer_start(tl_loop *loop, tl_timer *t, uint64_t timeout_ns, uint64_t repeat_ns) {
     if (!loop || !t || !t->cb || owned_by_other(loop, t)) return -EINVAL;
+    const tl_timer_backend *b = loop->timer_backend;
     uint64_t deadline = sat_add(loop->now, timeout_ns);
-    t->repeat = repeat_ns;
     if (t->flags & TIMER_ACTIVE) {
-        const tl_timer_backend *b = loop->timer_backend;
         t->flags = TIMER_ACTIVE;
         if (b->reschedule) {
             b->reschedule(loop->timers, t, deadline);
@@ -128,9 +130,11 @@ TL_API int tl_timer_start(tl_loop *loop, tl_timer *t, uint64_t timeout_ns, uint6
         }
         t->deadline = deadline;
     } else {
+        if (loop->max_timers && b->count(loop->timers) >= loop->max_timers) return -ENOSPC;
         int r = arm(loop, t, deadline);
         if (r < 0) return r;
     }
+    t->repeat = repeat_ns;
     mark_if_fresh(loop, t);
     return 0;
 }

@@ -57,6 +57,15 @@ typedef struct tl_loop_options {
                              environment variable, else the library default       */
     uint64_t tick_ns;     /* wheel granularity; 0: default (1 ms)                   */
     uint32_t wheel_slots; /* single-level wheel size (power of two); 0: default     */
+    /* Extensions (after the contract's fields):                                  */
+    uint32_t max_timers;               /* active timers allowed; tl_timer_start of one more returns
+                                          -ENOSPC (Netty's maxPendingTimeouts); 0: unlimited   */
+    uint32_t max_timers_per_iteration; /* timer callbacks per iteration before I/O
+                             is served again (the rest run next iteration, in
+                             order); 0: default 65536                            */
+    uint64_t timer_slack_ns;           /* prctl(PR_SET_TIMERSLACK) applied to the thread that
+                                       runs the loop; 0: leave the thread's slack alone
+                                       (Linux's default is 50 us)                          */
     /* more fields may follow; always start from tl_loop_options_init()           */
 } tl_loop_options;
 
