@@ -63,6 +63,7 @@ extern "C" {
 
 TL_API int tl_async_start(tl_loop *loop, tl_async *a, tl_async_cb cb, void *data) {
     if (!loop || !a || !cb) return -EINVAL;
+    TL_CHECK_LOOP_THREAD(loop);
     if (a->magic == kAsyncMagic && (a->loop != loop || is_member(loop, a))) return -EBUSY;
     if (loop->async_fd < 0) {
         int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -101,6 +102,7 @@ TL_API int tl_async_send(tl_async *a) {
 
 TL_API int tl_async_stop(tl_loop *loop, tl_async *a) {
     if (!loop || !a) return -EINVAL;
+    TL_CHECK_LOOP_THREAD(loop);
     if (a->magic != kAsyncMagic) return 0;
     if (a->loop != loop) return -EINVAL;
     if (!is_member(loop, a)) return 0; /* stale magic in reused memory */

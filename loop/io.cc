@@ -121,12 +121,14 @@ TL_API void tl_io_init(tl_io *w, int fd, tl_io_cb cb, void *data) {
 
 TL_API int tl_io_start(tl_loop *loop, tl_io *w, unsigned events) {
     if (!loop || !w || !w->cb) return -EINVAL;
+    TL_CHECK_LOOP_THREAD(loop);
     if (events == 0 || (events & ~kRequestable)) return -EINVAL;
     return start(loop, w, events, 0);
 }
 
 TL_API int tl_io_stop(tl_loop *loop, tl_io *w) {
     if (!loop || !w) return -EINVAL;
+    TL_CHECK_LOOP_THREAD(loop);
     if (!(w->flags & IO_ACTIVE)) return 0;
     if (owner(w) != loop) return -EINVAL;
     stop(loop, w);

@@ -13,6 +13,7 @@
  */
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -119,6 +120,17 @@ int iterate(tl_loop *loop, tl_run_mode mode) noexcept {
 
 } // namespace
 
+#ifndef NDEBUG
+void tl::detail::check_loop_thread(const tl_loop *loop, const char *call) noexcept {
+    if (!loop->running || pthread_equal(loop->run_thread, pthread_self())) return;
+    std::fprintf(stderr,
+                 "tickloop: %s() called from a thread other than the one running the loop; "
+                 "a loop belongs to one thread (use tl_async_send from others)\n",
+                 call);
+    std::abort();
+}
+#endif
+
 extern "C" {
 
 TL_API void tl_loop_options_init(tl_loop_options *opts) {
@@ -192,6 +204,7 @@ TL_API int tl_loop_run(tl_loop *loop, tl_run_mode mode) {
     if (mode != TL_RUN_DEFAULT && mode != TL_RUN_ONCE && mode != TL_RUN_NOWAIT) return -EINVAL;
     if (loop->running) return -EBUSY;
     loop->running = true;
+    loop->run_thread = pthread_self();
     /* Slack belongs to the thread, and the loop may run on any one. */
     if (loop->timer_slack_ns) prctl(PR_SET_TIMERSLACK, (unsigned long)loop->timer_slack_ns);
     loop->now = clock_now();

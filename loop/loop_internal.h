@@ -7,6 +7,7 @@
 
 #include <csignal>
 #include <cstdint>
+#include <pthread.h>
 
 #include "tickloop/timer_backend.h"
 
@@ -87,6 +88,7 @@ struct tl_loop {
     uint64_t max_timers;     /* 0: unlimited                             */
     uint64_t max_timers_per_iteration;
     uint64_t timer_slack_ns; /* 0: leave alone                           */
+    pthread_t run_thread;    /* valid while running: debug thread check  */
 
     /* I/O: fd -> watcher, so a stale event never reaches a stopped watcher. */
     tl_io **fds;
@@ -124,6 +126,16 @@ uint64_t timers_dispatch(tl_loop *loop) noexcept;
 void async_close(tl_loop *loop) noexcept;
 void signal_close(tl_loop *loop) noexcept;
 void io_close(tl_loop *loop) noexcept;
+
+/* A loop belongs to one thread. Debug builds catch a call from another thread
+ * while the loop runs (undefined behaviour otherwise) and abort with a message
+ * naming the call; release builds pay nothing. */
+#ifndef NDEBUG
+void check_loop_thread(const tl_loop *loop, const char *call) noexcept;
+#define TL_CHECK_LOOP_THREAD(loop) ::tl::detail::check_loop_thread(loop, __func__)
+#else
+#define TL_CHECK_LOOP_THREAD(loop) ((void)0)
+#endif
 } // namespace tl::detail
 
 #endif /* TICKLOOP_LOOP_LOOP_INTERNAL_H */

@@ -73,6 +73,7 @@ extern "C" {
 
 TL_API int tl_signal_start(tl_loop *loop, tl_signal *s, int signo, tl_signal_cb cb, void *data) {
     if (!loop || !s || !cb || !valid_signo(signo)) return -EINVAL;
+    TL_CHECK_LOOP_THREAD(loop);
     if (s->magic == kSignalMagic && (s->loop != loop || is_member(loop, s))) return -EBUSY;
 
     if (loop->signal_watchers[signo] == 0) {
@@ -112,6 +113,7 @@ TL_API int tl_signal_start(tl_loop *loop, tl_signal *s, int signo, tl_signal_cb 
 
 TL_API int tl_signal_stop(tl_loop *loop, tl_signal *s) {
     if (!loop || !s) return -EINVAL;
+    TL_CHECK_LOOP_THREAD(loop);
     if (s->magic != kSignalMagic) return 0;
     if (s->loop != loop) return -EINVAL;
     if (!is_member(loop, s)) return 0; /* stale magic in reused memory */

@@ -117,6 +117,7 @@ TL_API void tl_timer_init(tl_timer *t, tl_timer_cb cb, void *data) {
 
 TL_API int tl_timer_start(tl_loop *loop, tl_timer *t, uint64_t timeout_ns, uint64_t repeat_ns) {
     if (!loop || !t || !t->cb || owned_by_other(loop, t)) return -EINVAL;
+    TL_CHECK_LOOP_THREAD(loop);
     const tl_timer_backend *b = loop->timer_backend;
     uint64_t deadline = sat_add(loop->now, timeout_ns);
     if (t->flags & TIMER_ACTIVE) {
@@ -141,6 +142,7 @@ TL_API int tl_timer_start(tl_loop *loop, tl_timer *t, uint64_t timeout_ns, uint6
 
 TL_API int tl_timer_stop(tl_loop *loop, tl_timer *t) {
     if (!loop || !t || owned_by_other(loop, t)) return -EINVAL;
+    TL_CHECK_LOOP_THREAD(loop);
     if (t->flags & TIMER_ACTIVE) disarm(loop, t);
     return 0;
 }
