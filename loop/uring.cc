@@ -141,9 +141,12 @@ public:
         if (r < 0) return r;
         rearm_pending();
         if (timeout_ns == 0) {
-            /* NOWAIT: never block, and with completions already in the CQ
-               and nothing to submit, do not enter the kernel at all. */
-            if (io_uring_sq_ready(&ring_) || !io_uring_cq_ready(&ring_)) {
+            /* NOWAIT: never block, and enter the kernel only to submit or
+               when it flags work for us (deferred task work, CQ overflow):
+               an idle or already-fed iteration makes no syscall. */
+            unsigned sq_flags = IO_URING_READ_ONCE(*ring_.sq.kflags);
+            if (io_uring_sq_ready(&ring_) ||
+                (sq_flags & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW))) {
                 r = io_uring_submit_and_get_events(&ring_);
                 if (r < 0 && r != -EBUSY && r != -EAGAIN) return r;
             }
@@ -270,9 +273,12 @@ int uring_backend_create(IoBackend **out) noexcept {
     auto *backend = new (std::nothrow) UringBackend();
     if (!backend) return -ENOMEM;
     /* Newest flags first; each older kernel refuses the ones it lacks. */
+    /* TASKRUN_FLAG makes the kernel raise IORING_SQ_TASKRUN when completions
+       wait for us to enter, which lets a NOWAIT iteration skip the syscall. */
     static const unsigned attempts[] = {
-        IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_R_DISABLED,
-        IORING_SETUP_COOP_TASKRUN,
+        IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_TASKRUN_FLAG |
+            IORING_SETUP_R_DISABLED,
+        IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
         0,
     };
     int r = -ENOSYS;
