@@ -40,12 +40,6 @@ void on_eventfd(tl_loop *loop, tl_io *, unsigned) {
     loop->async_cursor = nullptr;
 }
 
-bool is_member(const tl_loop *loop, const tl_async *a) noexcept {
-    for (const tl_async *it = loop->asyncs; it; it = it->next)
-        if (it == a) return true;
-    return false;
-}
-
 } // namespace
 
 namespace tl::detail {
@@ -64,7 +58,8 @@ extern "C" {
 TL_API int tl_async_start(tl_loop *loop, tl_async *a, tl_async_cb cb, void *data) {
     if (!loop || !a || !cb) return -EINVAL;
     TL_CHECK_LOOP_THREAD(loop);
-    if (a->magic == kAsyncMagic && (a->loop != loop || is_member(loop, a))) return -EBUSY;
+    if (a->magic == kAsyncMagic && (a->loop != loop || list_contains(loop->asyncs, a)))
+        return -EBUSY;
     if (loop->async_fd < 0) {
         int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         if (fd < 0) return -errno;
@@ -79,10 +74,7 @@ TL_API int tl_async_start(tl_loop *loop, tl_async *a, tl_async_cb cb, void *data
     a->data = data;
     a->loop = loop;
     a->pending = 0;
-    a->prev = nullptr;
-    a->next = loop->asyncs;
-    if (a->next) a->next->prev = a;
-    loop->asyncs = a;
+    list_push(loop->asyncs, a);
     __atomic_store_n(&a->magic, kAsyncMagic, __ATOMIC_RELEASE);
     ++loop->active_handles;
     return 0;
@@ -105,14 +97,8 @@ TL_API int tl_async_stop(tl_loop *loop, tl_async *a) {
     TL_CHECK_LOOP_THREAD(loop);
     if (a->magic != kAsyncMagic) return 0;
     if (a->loop != loop) return -EINVAL;
-    if (!is_member(loop, a)) return 0; /* stale magic in reused memory */
-    if (loop->async_cursor == a) loop->async_cursor = a->next;
-    if (a->prev)
-        a->prev->next = a->next;
-    else
-        loop->asyncs = a->next;
-    if (a->next) a->next->prev = a->prev;
-    a->next = a->prev = nullptr;
+    if (!list_contains(loop->asyncs, a)) return 0; /* stale magic in reused memory */
+    list_unlink(loop->asyncs, loop->async_cursor, a);
     __atomic_store_n(&a->magic, 0u, __ATOMIC_RELEASE);
     a->loop = nullptr;
     --loop->active_handles;

@@ -21,20 +21,6 @@
 namespace tl::detail {
 namespace {
 
-uint32_t to_epoll(unsigned events) noexcept {
-    return (events & TL_READ ? uint32_t{EPOLLIN} : 0u) |
-           (events & TL_WRITE ? uint32_t{EPOLLOUT} : 0u);
-}
-
-unsigned from_epoll(uint32_t events) noexcept {
-    unsigned r = 0;
-    if (events & (EPOLLIN | EPOLLPRI)) r |= TL_READ;
-    if (events & EPOLLOUT) r |= TL_WRITE;
-    if (events & EPOLLERR) r |= TL_ERROR;
-    if (events & EPOLLHUP) r |= TL_HUP;
-    return r;
-}
-
 class EpollBackend final : public IoBackend {
 public:
     explicit EpollBackend(int epfd, bool use_pwait2) noexcept
@@ -72,7 +58,7 @@ public:
         if (!use_pwait2_) n = epoll_wait(epfd_, events_, cap, timeout_ms(timeout_ns));
         if (n < 0) return -errno;
         for (int i = 0; i < n; ++i)
-            out[i] = ReadyEvent{events_[i].data.u64, from_epoll(events_[i].events)};
+            out[i] = ReadyEvent{events_[i].data.u64, tl_events(events_[i].events)};
         return n;
     }
 
@@ -86,7 +72,7 @@ private:
     int ctl(int op, int fd, unsigned events, uint64_t tag) noexcept {
         struct epoll_event ev;
         std::memset(&ev, 0, sizeof ev);
-        ev.events = to_epoll(events);
+        ev.events = poll_bits(events);
         ev.data.u64 = tag;
         return epoll_ctl(epfd_, op, fd, &ev) < 0 ? -errno : 0;
     }

@@ -31,6 +31,53 @@ inline constexpr uint32_t io_tag_gen(uint64_t tag) noexcept {
     return (uint32_t)(tag >> 32);
 }
 
+/* TL_READ/TL_WRITE <-> poll(2) bits. epoll's EPOLLIN/OUT/PRI/ERR/HUP/RDHUP
+ * have the same values as poll's, so one pair serves both backends. */
+inline constexpr uint32_t kPollIn = 0x001, kPollPri = 0x002, kPollOut = 0x004, kPollErr = 0x008,
+                          kPollHup = 0x010, kPollRdHup = 0x2000;
+
+inline uint32_t poll_bits(unsigned events) noexcept {
+    return (events & TL_READ ? kPollIn : 0u) | (events & TL_WRITE ? kPollOut : 0u);
+}
+
+inline unsigned tl_events(uint32_t bits) noexcept {
+    unsigned r = 0;
+    if (bits & (kPollIn | kPollPri)) r |= TL_READ;
+    if (bits & kPollOut) r |= TL_WRITE;
+    if (bits & kPollErr) r |= TL_ERROR;
+    if (bits & (kPollHup | kPollRdHup)) r |= TL_HUP;
+    return r;
+}
+
+/* The intrusive lists of asyncs and signal watchers (`next`/`prev` fields).
+ * Dispatch walks one with a cursor that unlink advances, so a callback may
+ * unlink (and free) any node, the one running included. */
+template <class Node>
+void list_push(Node *&head, Node *node) noexcept {
+    node->prev = nullptr;
+    node->next = head;
+    if (head) head->prev = node;
+    head = node;
+}
+
+template <class Node>
+void list_unlink(Node *&head, Node *&cursor, Node *node) noexcept {
+    if (cursor == node) cursor = node->next;
+    if (node->prev)
+        node->prev->next = node->next;
+    else
+        head = node->next;
+    if (node->next) node->next->prev = node->prev;
+    node->next = node->prev = nullptr;
+}
+
+template <class Node>
+bool list_contains(const Node *head, const Node *node) noexcept {
+    for (; head; head = head->next)
+        if (head == node) return true;
+    return false;
+}
+
 /* A readiness poller. Level-triggered: an fd that stays ready is reported by
  * every wait. All calls return 0 / a count, or a negative errno. */
 class IoBackend {

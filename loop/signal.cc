@@ -30,12 +30,6 @@ bool valid_signo(int signo) noexcept {
     return signo < 32 || signo >= SIGRTMIN;
 }
 
-bool is_member(const tl_loop *loop, const tl_signal *s) noexcept {
-    for (const tl_signal *it = loop->signals; it; it = it->next)
-        if (it == s) return true;
-    return false;
-}
-
 void dispatch(tl_loop *loop, int signo) {
     for (tl_signal *s = loop->signals; s; s = loop->signal_cursor) {
         loop->signal_cursor = s->next;
@@ -74,7 +68,8 @@ extern "C" {
 TL_API int tl_signal_start(tl_loop *loop, tl_signal *s, int signo, tl_signal_cb cb, void *data) {
     if (!loop || !s || !cb || !valid_signo(signo)) return -EINVAL;
     TL_CHECK_LOOP_THREAD(loop);
-    if (s->magic == kSignalMagic && (s->loop != loop || is_member(loop, s))) return -EBUSY;
+    if (s->magic == kSignalMagic && (s->loop != loop || list_contains(loop->signals, s)))
+        return -EBUSY;
 
     if (loop->signal_watchers[signo] == 0) {
         sigset_t mask = loop->signal_mask;
@@ -102,10 +97,7 @@ TL_API int tl_signal_start(tl_loop *loop, tl_signal *s, int signo, tl_signal_cb 
     s->cb = cb;
     s->data = data;
     s->loop = loop;
-    s->prev = nullptr;
-    s->next = loop->signals;
-    if (s->next) s->next->prev = s;
-    loop->signals = s;
+    list_push(loop->signals, s);
     s->magic = kSignalMagic;
     ++loop->active_handles;
     return 0;
@@ -116,14 +108,8 @@ TL_API int tl_signal_stop(tl_loop *loop, tl_signal *s) {
     TL_CHECK_LOOP_THREAD(loop);
     if (s->magic != kSignalMagic) return 0;
     if (s->loop != loop) return -EINVAL;
-    if (!is_member(loop, s)) return 0; /* stale magic in reused memory */
-    if (loop->signal_cursor == s) loop->signal_cursor = s->next;
-    if (s->prev)
-        s->prev->next = s->next;
-    else
-        loop->signals = s->next;
-    if (s->next) s->next->prev = s->prev;
-    s->next = s->prev = nullptr;
+    if (!list_contains(loop->signals, s)) return 0; /* stale magic in reused memory */
+    list_unlink(loop->signals, loop->signal_cursor, s);
     s->magic = 0;
     s->loop = nullptr;
     --loop->active_handles;

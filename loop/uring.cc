@@ -51,20 +51,6 @@ constexpr uint64_t kInternalTag = UINT64_MAX;
 constexpr unsigned kSqEntries = 256;
 constexpr unsigned kCqEntries = 4096;
 
-uint32_t to_poll(unsigned events) noexcept {
-    return (events & TL_READ ? uint32_t{POLLIN} : 0u) |
-           (events & TL_WRITE ? uint32_t{POLLOUT} : 0u);
-}
-
-unsigned from_poll(int res) noexcept {
-    unsigned r = 0;
-    if (res & (POLLIN | POLLPRI)) r |= TL_READ;
-    if (res & POLLOUT) r |= TL_WRITE;
-    if (res & POLLERR) r |= TL_ERROR;
-    if (res & (POLLHUP | POLLRDHUP)) r |= TL_HUP;
-    return r;
-}
-
 struct Registration {
     uint64_t tag;  /* 0: no registration */
     unsigned mask; /* poll events wanted */
@@ -104,13 +90,13 @@ public:
         if (fcntl(fd, F_GETFD) < 0) return -errno;
         int r = reserve(fd);
         if (r < 0) return r;
-        regs_[fd] = Registration{tag, to_poll(events), false, false};
+        regs_[fd] = Registration{tag, poll_bits(events), false, false};
         return arm(fd);
     }
 
     int modify(int fd, unsigned events, uint64_t tag) noexcept override {
         Registration &reg = regs_[fd];
-        reg.mask = to_poll(events);
+        reg.mask = poll_bits(events);
         if (!reg.armed) return 0; /* re-armed with the new mask */
         /* Update the poll in flight; if it completed meanwhile (-ENOENT),
            its CQE is handled normally and the re-arm uses the new mask. */
@@ -234,7 +220,7 @@ private:
                 reg.rearm = true;
                 rearm_[rearm_count_++] = fd;
             }
-            unsigned revents = from_poll(res);
+            unsigned revents = tl_events((uint32_t)res);
             if (revents) out[ready++] = ReadyEvent{tag, revents};
         }
         io_uring_cq_advance(&ring_, n);
