@@ -19,6 +19,7 @@
 #include <ctime>
 #include <new>
 #include <sys/prctl.h>
+#include <type_traits>
 #include <unistd.h>
 
 #include "loop_internal.h"
@@ -48,9 +49,13 @@ uint64_t clock_now() noexcept {
 
 /* TL_IO_AUTO defers to TICKLOOP_IO; anything else there is a mistake worth
  * reporting rather than guessing. */
-int resolve_io_kind(tl_io_kind requested, tl_io_kind *out) noexcept {
-    if (requested != TL_IO_AUTO && requested != TL_IO_EPOLL && requested != TL_IO_URING)
-        return -EINVAL;
+int resolve_io_kind(const tl_loop_options *opts, tl_io_kind *out) noexcept {
+    /* C may store any int in the enum; reading it as the C++ enum type would
+       be undefined for out-of-range values, so check the raw integer. */
+    std::underlying_type_t<tl_io_kind> raw;
+    std::memcpy(&raw, &opts->io, sizeof raw);
+    if (raw != TL_IO_AUTO && raw != TL_IO_EPOLL && raw != TL_IO_URING) return -EINVAL;
+    tl_io_kind requested = static_cast<tl_io_kind>(raw);
     *out = requested;
     if (requested != TL_IO_AUTO) return 0;
     const char *env = std::getenv("TICKLOOP_IO");
@@ -145,13 +150,17 @@ TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts) {
     if (!opts) opts = &defaults;
 
     tl_io_kind kind;
-    int r = resolve_io_kind(opts->io, &kind);
+    int r = resolve_io_kind(opts, &kind);
     if (r < 0) return r;
     if (opts->wheel_slots && !is_power_of_two(opts->wheel_slots)) return -EINVAL;
 
+    /* An explicit name must name a backend; an empty environment variable
+       means "unset", as shells treat it. */
     const char *name = opts->timers;
-    if (!name) name = std::getenv("TICKLOOP_TIMERS");
-    if (!name || !*name) name = kDefaultTimers;
+    if (!name) {
+        name = std::getenv("TICKLOOP_TIMERS");
+        if (!name || !*name) name = kDefaultTimers;
+    }
     const tl_timer_backend *backend = tl_timer_backend_find(name);
     if (!backend) return -ENOENT;
 

@@ -28,9 +28,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fcntl.h>
 #include <new>
 #include <poll.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -85,9 +85,13 @@ public:
     }
 
     int add(int fd, unsigned events, uint64_t tag) noexcept override {
-        /* epoll reports a bad fd at registration; a poll SQE only at
-           completion. Keep the synchronous error of the epoll backend. */
-        if (fcntl(fd, F_GETFD) < 0) return -errno;
+        /* epoll refuses a bad fd (EBADF) and a regular file or directory
+           (EPERM: always ready, cannot be polled) at registration; a poll SQE
+           would report the first only at completion and accept the second.
+           Keep epoll's synchronous answers, so both backends agree. */
+        struct stat st;
+        if (fstat(fd, &st) < 0) return -errno;
+        if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) return -EPERM;
         int r = reserve(fd);
         if (r < 0) return r;
         regs_[fd] = Registration{tag, poll_bits(events), false, false};
