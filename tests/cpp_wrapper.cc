@@ -1,0 +1,121 @@
+// The C++ wrapper (tickloop.hpp): RAII, chrono, callables stored without
+// allocation when small, errors as std::system_error.
+#include <atomic>
+#include <cerrno>
+#include <criterion/criterion.h>
+#include <csignal>
+#include <cstdlib>
+#include <new>
+#include <thread>
+#include <unistd.h>
+
+#include <tickloop/tickloop.hpp>
+
+using namespace std::chrono_literals;
+
+// Counts heap allocations so a test can show that small callables do not.
+static std::atomic<long> allocations{0};
+void *operator new(std::size_t n) {
+    ++allocations;
+    if (void *p = std::malloc(n ? n : 1)) return p;
+    throw std::bad_alloc();
+}
+void operator delete(void *p) noexcept {
+    std::free(p);
+}
+void operator delete(void *p, std::size_t) noexcept {
+    std::free(p);
+}
+
+Test(cpp_wrapper, timer_lambda_fires_and_loop_ends) {
+    tickloop::Loop loop;
+    int fired = 0;
+    tickloop::Timer t(loop, [&](tickloop::Timer &self) {
+        ++fired;
+        cr_assert(!self.active());
+    });
+    t.start(2ms);
+    cr_assert(t.active());
+    cr_assert_not(loop.run());
+    cr_assert_eq(fired, 1);
+    cr_assert_geq(loop.now().count(), t.deadline().count());
+}
+
+Test(cpp_wrapper, small_captures_do_not_allocate) {
+    tickloop::Loop loop;
+    int a = 0, b = 0, c = 0;
+    long before = allocations.load();
+    tickloop::Timer t(loop, [&a, &b, &c](tickloop::Timer &) { ++a, ++b, ++c; });
+    t.start(1ms);
+    t.stop();
+    t.start(0ms);
+    loop.run();
+    cr_assert_eq(allocations.load(), before, "a 3-pointer capture allocated");
+    cr_assert_eq(a, 1);
+}
+
+struct Connection {
+    int idle_fired = 0;
+    void on_idle(tickloop::Timer &) { ++idle_fired; }
+};
+
+Test(cpp_wrapper, member_function_callback) {
+    tickloop::Loop loop(tickloop::Options{"heap2", TL_IO_EPOLL, 0ns, 0});
+    cr_assert_str_eq(loop.timers_name(), "heap2");
+    Connection conn;
+    tickloop::Timer idle(loop, &Connection::on_idle, &conn);
+    idle.start(1ms, 1ms);
+    tickloop::Timer stop(loop, [&](tickloop::Timer &) { idle.stop(); });
+    stop.start(10ms);
+    loop.run();
+    cr_assert_geq(conn.idle_fired, 1);
+}
+
+Test(cpp_wrapper, errors_become_system_error) {
+    try {
+        tickloop::Loop loop(tickloop::Options{"no-such-backend", TL_IO_AUTO, 0ns, 0});
+        cr_assert_fail("unknown backend accepted");
+    } catch (const std::system_error &e) {
+        cr_assert_eq(e.code().value(), ENOENT);
+    }
+    tickloop::Loop loop;
+    tickloop::Timer t(loop, [](tickloop::Timer &) {});
+    try {
+        t.again(); // repeat is 0
+        cr_assert_fail("again without repeat accepted");
+    } catch (const std::system_error &e) {
+        cr_assert_eq(e.code().value(), EINVAL);
+    }
+    cr_assert_not(t.active());
+}
+
+Test(cpp_wrapper, io_async_and_signal) {
+    tickloop::Loop loop;
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    int reads = 0, asyncs = 0, signals = 0;
+    tickloop::Io reader(loop, fds[0], [&](tickloop::Io &io, unsigned revents) {
+        char c;
+        if ((revents & TL_READ) && read(io.fd(), &c, 1) == 1) ++reads;
+        io.stop();
+    });
+    reader.start(TL_READ);
+    tickloop::Async wake(loop, [&](tickloop::Async &) { ++asyncs; });
+    tickloop::Signal usr1(loop, SIGUSR1, [&](int signo) {
+        cr_assert_eq(signo, SIGUSR1);
+        ++signals;
+    });
+    std::thread sender([&] {
+        cr_assert_eq(write(fds[1], "x", 1), 1);
+        wake.send();
+    });
+    sender.join();
+    raise(SIGUSR1);
+    for (int i = 0; i < 100 && (reads == 0 || asyncs == 0 || signals == 0); ++i)
+        loop.run(TL_RUN_ONCE);
+    cr_assert_eq(reads, 1);
+    cr_assert_eq(asyncs, 1);
+    cr_assert_eq(signals, 1);
+    close(fds[0]);
+    close(fds[1]);
+}

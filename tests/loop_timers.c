@@ -1,0 +1,893 @@
+/*
+ * Timers through the loop, in real time, once per registered timer backend
+ * (opts.timers), and the loop's run/stop/free/time/stats behaviour around
+ * them.
+ *
+ * Timing assertions are one-sided where it matters: "never early" and order
+ * are exact, lateness only loose (a slow, loaded machine under ASan can be
+ * hundreds of milliseconds late). Each test runs for tens of milliseconds.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+
+#include <tickloop/tickloop.h>
+#include <tickloop/timer_backend.h>
+
+#include "backend_params.h"
+
+#define MS 1000000ull
+/* Generous bound on lateness: anything beyond this is a hang, not jitter. */
+#define MAX_LATE (500 * MS)
+
+static uint64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int is_heap(const char *name) {
+    return strcmp(name, "heap2") == 0 || strcmp(name, "heap4") == 0;
+}
+
+static tl_loop *new_loop(const char *timers) {
+    tl_loop_options opts;
+    tl_loop_options_init(&opts);
+    opts.timers = timers;
+    tl_loop *loop = NULL;
+    int r = tl_loop_new(&loop, &opts);
+    cr_assert(r == 0 && loop, "tl_loop_new(timers %s): %d %s", timers ? timers : "NULL", r,
+              tl_strerror(r));
+    if (timers)
+        cr_assert(strcmp(tl_loop_timers_name(loop), timers) == 0, "loop uses %s, asked for %s",
+                  tl_loop_timers_name(loop), timers);
+    return loop;
+}
+
+static void free_loop(tl_loop *loop) {
+    int r = tl_loop_free(loop);
+    cr_assert(r == 0, "tl_loop_free: %d %s", r, tl_strerror(r));
+}
+
+/* Runs until no handle is left; fails instead of hanging. */
+static void run_to_end(tl_loop *loop) {
+    int r = tl_loop_run(loop, TL_RUN_DEFAULT);
+    cr_assert(r == 0, "tl_loop_run(DEFAULT) returned %d (%s)", r, tl_strerror(r));
+}
+
+/* ------------------------------------------------------------------------ */
+/* A record of fired timers                                                 */
+/* ------------------------------------------------------------------------ */
+
+#define MAX_TIMERS 256
+
+struct fired {
+    tl_timer timers[MAX_TIMERS];
+    int order[MAX_TIMERS * 4]; /* index of each timer in firing order */
+    uint64_t deadline[MAX_TIMERS * 4];
+    int n;
+    const char *backend;
+};
+
+/* Checks "never early" (by the clock and by tl_now) and "not absurdly late",
+ * then records the timer. */
+static void on_record(tl_loop *loop, tl_timer *t) {
+    struct fired *f = t->data;
+    uint64_t clock = mono_ns();
+    cr_assert(clock >= t->deadline, "%s: fired %llu ns early by the clock", f->backend,
+              (unsigned long long)(t->deadline - clock));
+    cr_assert(tl_now(loop) >= t->deadline, "%s: fired %llu ns early by tl_now", f->backend,
+              (unsigned long long)(t->deadline - tl_now(loop)));
+    cr_assert(clock - t->deadline < MAX_LATE, "%s: fired %llu ms late", f->backend,
+              (unsigned long long)((clock - t->deadline) / MS));
+    cr_assert(f->n < MAX_TIMERS * 4, "too many callbacks");
+    f->order[f->n] = (int)(t - f->timers);
+    f->deadline[f->n] = t->deadline;
+    f->n++;
+}
+
+static void fired_init(struct fired *f, const char *backend, int n, tl_timer_cb cb) {
+    memset(f, 0, sizeof *f);
+    f->backend = backend;
+    for (int i = 0; i < n; ++i) tl_timer_init(&f->timers[i], cb, f);
+}
+
+static uint64_t tick_of(uint64_t deadline) {
+    return deadline / MS + (deadline % MS != 0);
+}
+
+/* Heaps: deadline order (ties by start order are checked separately);
+ * others: tick order with the loop's default 1 ms tick. */
+static void check_firing_order(const struct fired *f) {
+    for (int i = 1; i < f->n; ++i) {
+        if (is_heap(f->backend))
+            cr_assert(f->deadline[i] >= f->deadline[i - 1], "%s: fired deadline %llu after %llu",
+                      f->backend, (unsigned long long)f->deadline[i],
+                      (unsigned long long)f->deadline[i - 1]);
+        else
+            cr_assert(tick_of(f->deadline[i]) >= tick_of(f->deadline[i - 1]),
+                      "%s: fired tick %llu after tick %llu", f->backend,
+                      (unsigned long long)tick_of(f->deadline[i]),
+                      (unsigned long long)tick_of(f->deadline[i - 1]));
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Firing: never early, in order                                            */
+/* ------------------------------------------------------------------------ */
+
+BACKEND_TEST(timer, fires_never_early_and_in_deadline_order) {
+    tl_loop *loop = new_loop(p->name);
+    static struct fired f;
+    fired_init(&f, p->name, 200, on_record);
+    /* Timeouts 0..30 ms with sub-millisecond parts, started out of order. */
+    for (int i = 0; i < 200; ++i) {
+        uint64_t timeout = (uint64_t)((i * 7919) % 200) * 150000 + (uint64_t)(i % 7) * 1111;
+        cr_assert(tl_timer_start(loop, &f.timers[i], timeout, 0) == 0);
+        cr_assert(f.timers[i].deadline == tl_now(loop) + timeout);
+    }
+    run_to_end(loop);
+    cr_assert(f.n == 200, "%s: %d of 200 timers fired", p->name, f.n);
+    check_firing_order(&f);
+    free_loop(loop);
+}
+
+BACKEND_TEST(timer, equal_deadlines_fire_in_start_order) {
+    tl_loop *loop = new_loop(p->name);
+    static struct fired f;
+    fired_init(&f, p->name, 20, on_record);
+    /* Same tl_now, same timeout: equal deadlines, started 0..19. */
+    for (int i = 0; i < 20; ++i) cr_assert(tl_timer_start(loop, &f.timers[i], 2 * MS, 0) == 0);
+    for (int i = 1; i < 20; ++i) cr_assert(f.timers[i].deadline == f.timers[0].deadline);
+    run_to_end(loop);
+    cr_assert(f.n == 20, "%s: %d of 20 fired", p->name, f.n);
+    if (is_heap(p->name))
+        for (int i = 0; i < 20; ++i)
+            cr_assert(f.order[i] == i, "%s: callback %d is timer %d", p->name, i, f.order[i]);
+    free_loop(loop);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Callbacks that stop, free and restart timers                             */
+/* ------------------------------------------------------------------------ */
+
+struct pair {
+    tl_timer a, b;
+    int ran_a, ran_b;
+};
+
+/* Each stops the other: whichever runs first, the other must not run. */
+static void on_stop_other(tl_loop *loop, tl_timer *t) {
+    struct pair *pr = t->data;
+    tl_timer *other = t == &pr->a ? &pr->b : &pr->a;
+    ++*(t == &pr->a ? &pr->ran_a : &pr->ran_b);
+    cr_assert(tl_timer_stop(loop, other) == 0);
+    cr_assert(tl_timer_active(other) == 0);
+}
+
+BACKEND_TEST(timer, stopped_in_earlier_callback_does_not_run) {
+    tl_loop *loop = new_loop(p->name);
+    struct pair pr = {0};
+    tl_timer_init(&pr.a, on_stop_other, &pr);
+    tl_timer_init(&pr.b, on_stop_other, &pr);
+    cr_assert(tl_timer_start(loop, &pr.a, 1 * MS, 0) == 0);
+    cr_assert(tl_timer_start(loop, &pr.b, 1 * MS, 0) == 0);
+    run_to_end(loop);
+    cr_assert(pr.ran_a + pr.ran_b == 1, "%s: %d and %d callbacks: a stopped timer ran", p->name,
+              pr.ran_a, pr.ran_b);
+    free_loop(loop);
+}
+
+/* Heap-allocated timers that free themselves or each other in callbacks. */
+struct owned {
+    tl_timer timer;
+    struct owned **peer; /* slot holding the other one, NULL when freed */
+    struct owned **self; /* slot holding this one */
+    int *ran;
+};
+
+static void on_free_self(tl_loop *loop, tl_timer *t) {
+    struct owned *o = t->data;
+    ++*o->ran;
+    cr_assert(tl_timer_stop(loop, t) == 0);
+    *o->self = NULL;
+    free(o);
+}
+
+static void on_free_peer(tl_loop *loop, tl_timer *t) {
+    struct owned *o = t->data;
+    ++*o->ran;
+    if (*o->peer) {
+        cr_assert(tl_timer_stop(loop, &(*o->peer)->timer) == 0);
+        free(*o->peer);
+        *o->peer = NULL;
+    }
+}
+
+static struct owned *new_owned(tl_timer_cb cb, struct owned **self, struct owned **peer, int *ran) {
+    struct owned *o = malloc(sizeof *o);
+    cr_assert(o);
+    tl_timer_init(&o->timer, cb, o);
+    o->self = self;
+    o->peer = peer;
+    o->ran = ran;
+    return o;
+}
+
+BACKEND_TEST(timer, callback_may_free_itself_and_others) {
+    tl_loop *loop = new_loop(p->name);
+    int ran = 0;
+    /* A one-shot and a repeating timer each stop and free themselves. */
+    struct owned *one = NULL, *rep = NULL;
+    one = new_owned(on_free_self, &one, NULL, &ran);
+    rep = new_owned(on_free_self, &rep, NULL, &ran);
+    cr_assert(tl_timer_start(loop, &one->timer, 1 * MS, 0) == 0);
+    cr_assert(tl_timer_start(loop, &rep->timer, 1 * MS, 1 * MS) == 0);
+    /* Two timers due together, each freeing the other: one runs. */
+    struct owned *x = NULL, *y = NULL;
+    int ran_pair = 0;
+    x = new_owned(on_free_peer, &x, &y, &ran_pair);
+    y = new_owned(on_free_peer, &y, &x, &ran_pair);
+    cr_assert(tl_timer_start(loop, &x->timer, 2 * MS, 0) == 0);
+    cr_assert(tl_timer_start(loop, &y->timer, 2 * MS, 0) == 0);
+    /* The survivor of the pair is one-shot and inactive now; run_to_end
+       returns once the rest are gone. */
+    run_to_end(loop);
+    cr_assert(ran == 2, "%s: %d self-freeing callbacks, expected 2", p->name, ran);
+    cr_assert(ran_pair == 1, "%s: %d callbacks of the freeing pair, expected 1", p->name, ran_pair);
+    cr_assert(one == NULL && rep == NULL);
+    cr_assert((x == NULL) != (y == NULL), "%s: exactly one of the pair is freed", p->name);
+    free(x ? x : y);
+    free_loop(loop);
+}
+
+struct restarts {
+    tl_timer a, b;
+    uint64_t fired_at[2];
+    int count[2];
+    uint64_t pushed_to; /* the new deadline of the pushed timer */
+};
+
+/* Each, if the other has not run yet, pushes it 30 ms later. */
+static void on_push_other(tl_loop *loop, tl_timer *t) {
+    struct restarts *r = t->data;
+    int me = t == &r->a ? 0 : 1;
+    uint64_t clock = mono_ns();
+    cr_assert(clock >= t->deadline, "fired early");
+    r->fired_at[me] = clock;
+    r->count[me]++;
+    if (r->count[!me] == 0) {
+        tl_timer *other = me ? &r->a : &r->b;
+        cr_assert(tl_timer_start(loop, other, 30 * MS, 0) == 0);
+        cr_assert(other->deadline == tl_now(loop) + 30 * MS);
+        r->pushed_to = other->deadline;
+    }
+}
+
+BACKEND_TEST(timer, restart_in_callback_moves_a_due_timer) {
+    tl_loop *loop = new_loop(p->name);
+    struct restarts r = {0};
+    tl_timer_init(&r.a, on_push_other, &r);
+    tl_timer_init(&r.b, on_push_other, &r);
+    cr_assert(tl_timer_start(loop, &r.a, 1 * MS, 0) == 0);
+    cr_assert(tl_timer_start(loop, &r.b, 1 * MS, 0) == 0);
+    run_to_end(loop);
+    cr_assert(r.count[0] == 1 && r.count[1] == 1, "%s: fired %d and %d times", p->name, r.count[0],
+              r.count[1]);
+    uint64_t second = r.fired_at[0] < r.fired_at[1] ? r.fired_at[1] : r.fired_at[0];
+    cr_assert(second >= r.pushed_to, "%s: the pushed timer fired %llu ns before its new deadline",
+              p->name, (unsigned long long)(r.pushed_to - second));
+    free_loop(loop);
+}
+
+struct self_restart {
+    tl_timer timer;
+    int count;
+    int limit;
+    uint64_t timeout;
+};
+
+static void on_restart_self(tl_loop *loop, tl_timer *t) {
+    struct self_restart *s = t->data;
+    cr_assert(mono_ns() >= t->deadline, "fired early");
+    if (++s->count < s->limit) cr_assert(tl_timer_start(loop, t, s->timeout, 0) == 0);
+}
+
+BACKEND_TEST(timer, restart_itself_in_callback) {
+    tl_loop *loop = new_loop(p->name);
+    struct self_restart s = {.limit = 5, .timeout = 1 * MS};
+    tl_timer_init(&s.timer, on_restart_self, &s);
+    uint64_t begin = tl_now(loop); /* each restart is at least 1 ms after the last */
+    cr_assert(tl_timer_start(loop, &s.timer, 1 * MS, 0) == 0);
+    run_to_end(loop);
+    cr_assert(s.count == 5, "%s: %d of 5", p->name, s.count);
+    cr_assert(mono_ns() - begin >= 5 * MS, "%s: five 1 ms restarts took under 5 ms", p->name);
+    free_loop(loop);
+}
+
+BACKEND_TEST(timer, zero_timeout_restart_runs_next_iteration) {
+    tl_loop *loop = new_loop(p->name);
+    struct self_restart s = {.limit = 1000000, .timeout = 0};
+    tl_timer_init(&s.timer, on_restart_self, &s);
+    cr_assert(tl_timer_start(loop, &s.timer, 0, 0) == 0);
+    tl_loop_stats before, after;
+    tl_loop_stats_get(loop, &before);
+    /* Heaps pop a deadline of now at once: exactly one callback per
+       iteration. Others may hold it until the tick boundary: at most one per
+       iteration, so give them time (100 us per run, 10 ms in all). */
+    const struct timespec pause = {0, 100000};
+    for (int i = 1; i <= 100; ++i) {
+        int r = tl_loop_run(loop, TL_RUN_NOWAIT);
+        cr_assert(r == 1, "%s: NOWAIT returned %d", p->name, r);
+        cr_assert(s.count <= i,
+                  "%s: after %d NOWAIT runs, %d callbacks: a timer restarted "
+                  "during dispatch must wait for the next iteration",
+                  p->name, i, s.count);
+        if (is_heap(p->name))
+            cr_assert(s.count == i, "%s: after %d NOWAIT runs, %d callbacks", p->name, i, s.count);
+        else
+            nanosleep(&pause, NULL);
+    }
+    cr_assert(s.count >= 2, "%s: %d callbacks in 100 iterations over 10 ms", p->name, s.count);
+    tl_loop_stats_get(loop, &after);
+    cr_assert(after.iterations - before.iterations == 100, "%s: %llu iterations", p->name,
+              (unsigned long long)(after.iterations - before.iterations));
+    cr_assert(after.timers_fired - before.timers_fired == (uint64_t)s.count);
+    cr_assert(tl_timer_stop(loop, &s.timer) == 0);
+    free_loop(loop);
+}
+
+struct starve {
+    struct self_restart spinner;
+    tl_timer ender;
+};
+
+static void on_end_spinner(tl_loop *loop, tl_timer *t) {
+    struct starve *st = t->data;
+    cr_assert(tl_timer_stop(loop, &st->spinner.timer) == 0);
+}
+
+BACKEND_TEST(timer, zero_timeout_restart_does_not_starve_the_loop) {
+    tl_loop *loop = new_loop(p->name);
+    struct starve st = {.spinner = {.limit = 1000000000, .timeout = 0}};
+    tl_timer_init(&st.spinner.timer, on_restart_self, &st.spinner);
+    tl_timer_init(&st.ender, on_end_spinner, &st);
+    uint64_t begin = tl_now(loop); /* the ender's deadline is begin + 5 ms */
+    cr_assert(tl_timer_start(loop, &st.spinner.timer, 0, 0) == 0);
+    cr_assert(tl_timer_start(loop, &st.ender, 5 * MS, 0) == 0);
+    run_to_end(loop); /* would never return if the spinner starved the ender */
+    cr_assert(mono_ns() - begin >= 5 * MS);
+    cr_assert(st.spinner.count >= 2, "%s: spinner ran %d times", p->name, st.spinner.count);
+    free_loop(loop);
+}
+
+/* Callbacks that stop and restart random timers, checked against a model:
+ * a timer fires only while armed, at its latest deadline, never in the
+ * iteration that (re)started it, and every arming ends in one fire or one
+ * stop. */
+#define CHURN_TIMERS 300
+
+struct churn {
+    tl_timer timers[CHURN_TIMERS];
+    int armed[CHURN_TIMERS];
+    uint64_t deadline[CHURN_TIMERS];
+    uint64_t armed_in[CHURN_TIMERS]; /* stats.iterations when (re)started */
+    uint64_t rng;
+    int budget; /* restarts left, so that the run ends */
+    int arms, stops, fires;
+    const char *backend;
+};
+
+static uint64_t churn_rand(struct churn *c) {
+    c->rng ^= c->rng << 13;
+    c->rng ^= c->rng >> 7;
+    c->rng ^= c->rng << 17;
+    return c->rng;
+}
+
+static uint64_t iterations_of(tl_loop *loop) {
+    tl_loop_stats st;
+    tl_loop_stats_get(loop, &st);
+    return st.iterations;
+}
+
+/* in_callback: armed during an iteration (whose callbacks see the count of
+ * iterations completed before it), else before the run. */
+static void churn_arm(tl_loop *loop, struct churn *c, int j, uint64_t timeout, int in_callback) {
+    cr_assert(tl_timer_start(loop, &c->timers[j], timeout, 0) == 0);
+    cr_assert(c->timers[j].deadline == tl_now(loop) + timeout);
+    if (c->armed[j]) c->stops++; /* a restart ends the previous arming */
+    c->armed[j] = 1;
+    c->deadline[j] = c->timers[j].deadline;
+    c->armed_in[j] = in_callback ? iterations_of(loop) : UINT64_MAX;
+    c->arms++;
+}
+
+static void on_churn(tl_loop *loop, tl_timer *t) {
+    struct churn *c = t->data;
+    int i = (int)(t - c->timers);
+    cr_assert(c->armed[i], "%s: timer %d fired while stopped", c->backend, i);
+    cr_assert(t->deadline == c->deadline[i], "%s: timer %d fired for an old deadline", c->backend,
+              i);
+    cr_assert(tl_now(loop) >= t->deadline && mono_ns() >= t->deadline, "%s: fired early",
+              c->backend);
+    cr_assert(iterations_of(loop) != c->armed_in[i],
+              "%s: timer %d ran in the iteration that started it", c->backend, i);
+    c->armed[i] = 0;
+    c->fires++;
+    for (int k = 0; k < 2; ++k) {
+        int j = (int)(churn_rand(c) % CHURN_TIMERS);
+        uint64_t action = churn_rand(c) % 8;
+        if (action == 0 && c->armed[j]) {
+            cr_assert(tl_timer_stop(loop, &c->timers[j]) == 0);
+            c->armed[j] = 0;
+            c->stops++;
+        } else if (action <= 5 && c->budget > 0) {
+            c->budget--;
+            /* Often 0 (due at once: must still wait an iteration). */
+            uint64_t timeout = action == 1 ? 0 : (churn_rand(c) % 10000) * 1000;
+            churn_arm(loop, c, j, timeout, 1);
+        }
+    }
+}
+
+BACKEND_TEST(timer, random_stops_and_restarts_in_callbacks) {
+    tl_loop *loop = new_loop(p->name);
+    static struct churn c;
+    memset(&c, 0, sizeof c);
+    c.backend = p->name;
+    c.rng = 0x9e3779b97f4a7c15ull;
+    c.budget = 1500;
+    for (int i = 0; i < CHURN_TIMERS; ++i) tl_timer_init(&c.timers[i], on_churn, &c);
+    for (int i = 0; i < CHURN_TIMERS; ++i)
+        churn_arm(loop, &c, i, (churn_rand(&c) % 20000) * 1000, 0);
+    run_to_end(loop);
+    for (int i = 0; i < CHURN_TIMERS; ++i)
+        cr_assert(!c.armed[i] && !tl_timer_active(&c.timers[i]), "%s: timer %d still armed",
+                  p->name, i);
+    cr_assert(c.fires == c.arms - c.stops, "%s: %d armings, %d stopped, %d fired", p->name, c.arms,
+              c.stops, c.fires);
+    cr_assert(c.budget == 0 && c.fires > CHURN_TIMERS,
+              "%s: the run did too little: %d fires, %d restarts left", p->name, c.fires, c.budget);
+    free_loop(loop);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Repeat and again                                                         */
+/* ------------------------------------------------------------------------ */
+
+struct repeating {
+    tl_timer timer;
+    int count;
+    uint64_t last; /* tl_now in the previous callback */
+};
+
+static void on_repeat(tl_loop *loop, tl_timer *t) {
+    struct repeating *rp = t->data;
+    cr_assert(tl_timer_active(t) == 1, "a repeating timer is re-armed before its callback");
+    cr_assert(t->deadline == tl_now(loop) + t->repeat,
+              "re-armed at %llu, expected now %llu + repeat %llu", (unsigned long long)t->deadline,
+              (unsigned long long)tl_now(loop), (unsigned long long)t->repeat);
+    /* The previous callback saw deadline = its tl_now + repeat. */
+    if (rp->count) cr_assert(mono_ns() >= rp->last + t->repeat, "repeat fired early");
+    rp->last = tl_now(loop);
+    if (++rp->count == 5) cr_assert(tl_timer_stop(loop, t) == 0);
+}
+
+BACKEND_TEST(timer, repeat_rearms_before_callback) {
+    tl_loop *loop = new_loop(p->name);
+    struct repeating rp = {0};
+    tl_timer_init(&rp.timer, on_repeat, &rp);
+    cr_assert(tl_timer_start(loop, &rp.timer, 2 * MS, 2 * MS) == 0);
+    cr_assert(rp.timer.repeat == 2 * MS);
+    run_to_end(loop);
+    cr_assert(rp.count == 5, "%s: %d of 5", p->name, rp.count);
+    cr_assert(tl_timer_active(&rp.timer) == 0);
+    free_loop(loop);
+}
+
+static void on_count(tl_loop *loop, tl_timer *t) {
+    (void)loop;
+    /* A repeating timer's deadline is already the next one here. */
+    if (!t->repeat) cr_assert(mono_ns() >= t->deadline, "fired early");
+    ++*(int *)t->data;
+}
+
+BACKEND_TEST(timer, again_restarts_with_repeat) {
+    tl_loop *loop = new_loop(p->name);
+    int count = 0;
+    tl_timer t;
+    tl_timer_init(&t, on_count, &count);
+    /* No repeat: -EINVAL, inactive timer stays inactive. */
+    cr_assert(tl_timer_again(loop, &t) == -EINVAL);
+    cr_assert(tl_timer_active(&t) == 0);
+    /* No repeat: -EINVAL, active timer unchanged. */
+    cr_assert(tl_timer_start(loop, &t, 50 * MS, 0) == 0);
+    uint64_t deadline = t.deadline;
+    cr_assert(tl_timer_again(loop, &t) == -EINVAL);
+    cr_assert(tl_timer_active(&t) == 1 && t.deadline == deadline && t.repeat == 0);
+    /* With a repeat: deadline = now + repeat, active. */
+    cr_assert(tl_timer_start(loop, &t, 50 * MS, 3 * MS) == 0);
+    cr_assert(tl_timer_again(loop, &t) == 0);
+    cr_assert(t.deadline == tl_now(loop) + 3 * MS, "%s: again set deadline now + %lld", p->name,
+              (long long)(t.deadline - tl_now(loop)));
+    cr_assert(tl_timer_active(&t) == 1 && t.repeat == 3 * MS);
+    /* Stopped, then again: active again. */
+    cr_assert(tl_timer_stop(loop, &t) == 0);
+    cr_assert(tl_timer_again(loop, &t) == 0);
+    cr_assert(tl_timer_active(&t) == 1);
+    int r = tl_loop_run(loop, TL_RUN_ONCE);
+    while (r == 1 && count == 0) r = tl_loop_run(loop, TL_RUN_ONCE);
+    cr_assert(count >= 1, "%s: run returned %d before the timer fired", p->name, r);
+    cr_assert(tl_timer_active(&t) == 1, "still repeating");
+    cr_assert(tl_timer_stop(loop, &t) == 0);
+    free_loop(loop);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Saturation, freeing, run modes, stop                                     */
+/* ------------------------------------------------------------------------ */
+
+BACKEND_TEST(timer, deadline_saturates_and_never_fires) {
+    tl_loop *loop = new_loop(p->name);
+    int never = 0, soon = 0;
+    tl_timer t_max, t_big, t_soon;
+    tl_timer_init(&t_max, on_count, &never);
+    tl_timer_init(&t_big, on_count, &never);
+    tl_timer_init(&t_soon, on_count, &soon);
+    cr_assert(tl_timer_start(loop, &t_max, UINT64_MAX, 0) == 0);
+    cr_assert(t_max.deadline == UINT64_MAX, "%s: deadline %llu", p->name,
+              (unsigned long long)t_max.deadline);
+    cr_assert(tl_timer_start(loop, &t_big, UINT64_MAX - 5, UINT64_MAX) == 0);
+    cr_assert(t_big.deadline == UINT64_MAX, "%s: now + (UINT64_MAX - 5) did not saturate", p->name);
+    cr_assert(tl_timer_start(loop, &t_soon, 3 * MS, 0) == 0);
+    cr_assert(tl_loop_run(loop, TL_RUN_NOWAIT) == 1);
+    while (soon == 0) cr_assert(tl_loop_run(loop, TL_RUN_ONCE) == 1);
+    for (int i = 0; i < 3; ++i) cr_assert(tl_loop_run(loop, TL_RUN_NOWAIT) == 1);
+    cr_assert(never == 0, "%s: a UINT64_MAX deadline fired", p->name);
+    cr_assert(tl_timer_active(&t_max) && tl_timer_active(&t_big));
+    tl_loop_stats st;
+    tl_loop_stats_get(loop, &st);
+    cr_assert(st.timers_active == 2);
+    cr_assert(tl_timer_stop(loop, &t_max) == 0 && tl_timer_stop(loop, &t_big) == 0);
+    free_loop(loop);
+}
+
+BACKEND_TEST(loop, free_is_busy_while_a_timer_is_active) {
+    tl_loop *loop = new_loop(p->name);
+    int count = 0;
+    tl_timer t;
+    tl_timer_init(&t, on_count, &count);
+    cr_assert(tl_timer_start(loop, &t, 1 * MS, 0) == 0);
+    cr_assert(tl_loop_free(loop) == -EBUSY);
+    /* Untouched and usable. */
+    run_to_end(loop);
+    cr_assert(count == 1);
+    cr_assert(tl_timer_start(loop, &t, 100 * MS, 0) == 0);
+    cr_assert(tl_loop_free(loop) == -EBUSY);
+    cr_assert(tl_timer_stop(loop, &t) == 0);
+    cr_assert(tl_timer_stop(loop, &t) == 0, "stop of an inactive timer");
+    free_loop(loop);
+}
+
+BACKEND_TEST(loop, run_returns_whether_handles_remain) {
+    tl_loop *loop = new_loop(p->name);
+    /* Nothing active: every mode returns 0 at once (ONCE must not block). */
+    cr_assert(tl_loop_run(loop, TL_RUN_DEFAULT) == 0);
+    cr_assert(tl_loop_run(loop, TL_RUN_ONCE) == 0);
+    cr_assert(tl_loop_run(loop, TL_RUN_NOWAIT) == 0);
+
+    int count = 0;
+    tl_timer later, soon;
+    tl_timer_init(&later, on_count, &count);
+    tl_timer_init(&soon, on_count, &count);
+    cr_assert(tl_timer_start(loop, &later, 10000 * MS, 0) == 0);
+    /* NOWAIT with nothing due returns promptly, 1: a handle remains. */
+    uint64_t begin = mono_ns();
+    for (int i = 0; i < 10; ++i) cr_assert(tl_loop_run(loop, TL_RUN_NOWAIT) == 1);
+    cr_assert(mono_ns() - begin < 200 * MS, "%s: 10 NOWAIT runs took %llu ms", p->name,
+              (unsigned long long)((mono_ns() - begin) / MS));
+    cr_assert(count == 0);
+    /* ONCE blocks until the 2 ms timer is due, then returns 1. */
+    begin = tl_now(loop);
+    cr_assert(tl_timer_start(loop, &soon, 2 * MS, 0) == 0);
+    while (count == 0) cr_assert(tl_loop_run(loop, TL_RUN_ONCE) == 1);
+    cr_assert(mono_ns() - begin >= 2 * MS);
+    cr_assert(tl_timer_stop(loop, &later) == 0);
+    /* DEFAULT ends when no handle remains: 0. */
+    cr_assert(tl_timer_start(loop, &soon, 1 * MS, 0) == 0);
+    run_to_end(loop);
+    cr_assert(count == 2);
+    free_loop(loop);
+}
+
+struct stopper {
+    tl_timer timer;
+    int count;
+    int stop_every;
+};
+
+static void on_stop_loop(tl_loop *loop, tl_timer *t) {
+    struct stopper *s = t->data;
+    if (++s->count % s->stop_every == 0) tl_loop_stop(loop);
+}
+
+BACKEND_TEST(loop, stop_from_callback) {
+    tl_loop *loop = new_loop(p->name);
+    struct stopper s = {.stop_every = 3};
+    tl_timer_init(&s.timer, on_stop_loop, &s);
+    cr_assert(tl_timer_start(loop, &s.timer, 1 * MS, 1 * MS) == 0);
+    int r = tl_loop_run(loop, TL_RUN_DEFAULT);
+    cr_assert(r == 1, "%s: stopped run returned %d, the repeating timer remains", p->name, r);
+    cr_assert(s.count == 3, "%s: %d callbacks before the stop took effect", p->name, s.count);
+    /* The stop is consumed: the next run goes on until the next stop. */
+    r = tl_loop_run(loop, TL_RUN_DEFAULT);
+    cr_assert(r == 1 && s.count == 6, "%s: second run returned %d after %d callbacks", p->name, r,
+              s.count);
+    cr_assert(tl_timer_stop(loop, &s.timer) == 0);
+    free_loop(loop);
+}
+
+Test(loop, stop_before_run_returns_at_once) {
+    /* tickloop.h (libuv's uv_stop): "if the loop is not running, the next
+       tl_loop_run() returns at once, running no iteration ... the request is
+       then consumed". */
+    tl_loop *loop = new_loop(NULL);
+    int count = 0;
+    tl_timer due, later;
+    tl_timer_init(&due, on_count, &count);
+    tl_timer_init(&later, on_count, &count);
+    cr_assert(tl_timer_start(loop, &due, 0, 0) == 0);
+    cr_assert(tl_timer_start(loop, &later, 10000 * MS, 0) == 0);
+    tl_loop_stats before, after;
+    tl_loop_stats_get(loop, &before);
+    tl_loop_stop(loop);
+    int r = tl_loop_run(loop, TL_RUN_DEFAULT);
+    tl_loop_stats_get(loop, &after);
+    int count_after_stopped_run = count;
+    /* The request was consumed: the next run iterates and fires the due timer. */
+    int r2 = tl_loop_run(loop, TL_RUN_NOWAIT);
+    /* Clean up first, so that a failure is reported alone (no leak). */
+    tl_timer_stop(loop, &due);
+    cr_assert(tl_timer_stop(loop, &later) == 0);
+    free_loop(loop);
+    cr_assert(r == 1, "run returned %d", r);
+    cr_assert(after.iterations == before.iterations, "%llu iterations, expected 0",
+              (unsigned long long)(after.iterations - before.iterations));
+    cr_assert(count_after_stopped_run == 0, "a timer ran in a stopped run");
+    cr_assert(r2 == 1, "second run returned %d", r2);
+    cr_assert(count == 1, "the due timer did not run once the stop was consumed");
+}
+
+static void on_reenter(tl_loop *loop, tl_timer *t) {
+    (void)t;
+    cr_assert(tl_loop_run(loop, TL_RUN_NOWAIT) == -EBUSY, "tl_loop_run inside a callback");
+    cr_assert(tl_loop_free(loop) == -EBUSY, "tl_loop_free inside a callback");
+    ++*(int *)t->data;
+}
+
+Test(loop, run_and_free_from_a_callback_are_busy) {
+    tl_loop *loop = new_loop(NULL);
+    int count = 0;
+    tl_timer t;
+    tl_timer_init(&t, on_reenter, &count);
+    cr_assert(tl_timer_start(loop, &t, 0, 0) == 0);
+    run_to_end(loop);
+    cr_assert(count == 1);
+    free_loop(loop);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Time and statistics                                                      */
+/* ------------------------------------------------------------------------ */
+
+struct clocked {
+    tl_timer timer;
+    uint64_t last_now;
+    int count;
+};
+
+static void on_clocked(tl_loop *loop, tl_timer *t) {
+    struct clocked *c = t->data;
+    uint64_t now = tl_now(loop);
+    cr_assert(now >= c->last_now, "tl_now went backwards");
+    cr_assert(now <= mono_ns(), "tl_now is ahead of CLOCK_MONOTONIC");
+    c->last_now = now;
+    if (++c->count == 3) {
+        /* A long callback: tl_update_time moves tl_now forward. */
+        uint64_t begin = mono_ns();
+        while (mono_ns() - begin < 2 * MS) {
+        }
+        tl_update_time(loop);
+        cr_assert(tl_now(loop) - now >= 2 * MS, "tl_update_time did not advance tl_now");
+        cr_assert(tl_now(loop) <= mono_ns());
+        c->last_now = tl_now(loop);
+    }
+    if (c->count == 20) cr_assert(tl_timer_stop(loop, t) == 0);
+}
+
+BACKEND_TEST(loop, now_is_monotonic_and_update_time_advances_it) {
+    tl_loop *loop = new_loop(p->name);
+    uint64_t before = mono_ns();
+    uint64_t now = tl_now(loop);
+    cr_assert(now <= mono_ns() && now + 1000 * MS > before, "tl_now of a new loop: %llu",
+              (unsigned long long)now);
+    struct clocked c = {.last_now = now};
+    tl_timer_init(&c.timer, on_clocked, &c);
+    cr_assert(tl_timer_start(loop, &c.timer, 1 * MS, 1 * MS) == 0);
+    run_to_end(loop);
+    cr_assert(c.count == 20);
+    cr_assert(tl_now(loop) >= c.last_now);
+    uint64_t cached = tl_now(loop);
+    uint64_t begin = mono_ns();
+    while (mono_ns() - begin < 1 * MS) {
+    }
+    cr_assert(tl_now(loop) == cached, "tl_now is cached, not read from the clock");
+    tl_update_time(loop);
+    cr_assert(tl_now(loop) > cached);
+    cr_assert(tl_now(NULL) == 0);
+    free_loop(loop);
+}
+
+BACKEND_TEST(loop, stats_count_iterations_and_timers) {
+    tl_loop *loop = new_loop(p->name);
+    tl_loop_stats st;
+    tl_loop_stats_get(loop, &st);
+    cr_assert(st.iterations == 0 && st.timers_fired == 0 && st.timers_active == 0 &&
+              st.io_events == 0);
+    static struct fired f;
+    fired_init(&f, p->name, 10, on_record);
+    for (int i = 0; i < 10; ++i)
+        cr_assert(tl_timer_start(loop, &f.timers[i], (uint64_t)(i % 3) * MS, 0) == 0);
+    tl_loop_stats_get(loop, &st);
+    cr_assert(st.timers_active == 10, "%s: timers_active %llu", p->name,
+              (unsigned long long)st.timers_active);
+    cr_assert(tl_timer_stop(loop, &f.timers[9]) == 0);
+    tl_loop_stats_get(loop, &st);
+    cr_assert(st.timers_active == 9);
+    run_to_end(loop);
+    tl_loop_stats_get(loop, &st);
+    cr_assert(st.timers_fired == 9, "%s: timers_fired %llu", p->name,
+              (unsigned long long)st.timers_fired);
+    cr_assert(st.timers_active == 0);
+    cr_assert(st.iterations >= 1 && st.iterations <= 1000,
+              "%s: %llu iterations for timers "
+              "due within 2 ms",
+              p->name, (unsigned long long)st.iterations);
+    cr_assert(st.io_events == 0);
+    uint64_t iterations = st.iterations;
+    tl_timer extra;
+    int count = 0;
+    tl_timer_init(&extra, on_count, &count);
+    cr_assert(tl_timer_start(loop, &extra, 10000 * MS, 0) == 0);
+    cr_assert(tl_loop_run(loop, TL_RUN_NOWAIT) == 1);
+    tl_loop_stats_get(loop, &st);
+    cr_assert(st.iterations == iterations + 1, "NOWAIT is one iteration");
+    cr_assert(tl_timer_stop(loop, &extra) == 0);
+    tl_loop_stats_get(NULL, &st);
+    cr_assert(st.iterations == 0 && st.timers_fired == 0, "stats of NULL are zero");
+    free_loop(loop);
+}
+
+/* Timers at distinct sub-millisecond offsets over ~20 ms: every wakeup
+ * should fire something (heaps), or at least not spin (others, whose
+ * next_expiry may be a cascade point rather than a deadline). */
+static void check_no_busy_spin(const char *backend) {
+    tl_loop *loop = new_loop(backend);
+    static struct fired f;
+    fired_init(&f, backend, 20, on_record);
+    for (int i = 0; i < 20; ++i)
+        cr_assert(tl_timer_start(loop, &f.timers[i], (uint64_t)i * MS + 333333, 0) == 0);
+    run_to_end(loop);
+    cr_assert(f.n == 20);
+    check_firing_order(&f);
+    tl_loop_stats st;
+    tl_loop_stats_get(loop, &st);
+    uint64_t limit = is_heap(backend) ? 20 + 2 : 20 * 13;
+    cr_assert(st.iterations <= limit, "%s: %llu iterations (%llu empty) for 20 timers: spinning",
+              backend, (unsigned long long)st.iterations, (unsigned long long)st.empty_wakeups);
+    if (is_heap(backend))
+        cr_assert(st.empty_wakeups == 0, "%s: %llu empty wakeups: woke before the deadline",
+                  backend, (unsigned long long)st.empty_wakeups);
+    free_loop(loop);
+}
+
+BACKEND_TEST(loop, waits_without_spinning) {
+    check_no_busy_spin(p->name);
+}
+
+BACKEND_TEST(loop, millisecond_wait_fallback_is_never_early) {
+    /* epoll.cc: TICKLOOP_EPOLL_PWAIT2=0 forces epoll_wait, whose timeout is
+       rounded up to whole milliseconds; other I/O backends ignore it. */
+    cr_assert(setenv("TICKLOOP_EPOLL_PWAIT2", "0", 1) == 0);
+    check_no_busy_spin(p->name);
+}
+
+BACKEND_TEST(timer, fires_in_order_with_other_tick_and_slot_sizes) {
+    /* 64 slots of 250 us: the timers span several revolutions of a wheel. */
+    tl_loop_options opts;
+    tl_loop_options_init(&opts);
+    opts.timers = p->name;
+    opts.tick_ns = 250000;
+    opts.wheel_slots = 64;
+    tl_loop *loop = NULL;
+    int r = tl_loop_new(&loop, &opts);
+    cr_assert(r == 0, "%s: tl_loop_new: %s", p->name, tl_strerror(r));
+    static struct fired f;
+    fired_init(&f, p->name, 100, on_record);
+    for (int i = 0; i < 100; ++i) {
+        uint64_t timeout = (uint64_t)((i * 37) % 100) * 400000 + (uint64_t)(i % 3) * 77777;
+        cr_assert(tl_timer_start(loop, &f.timers[i], timeout, 0) == 0);
+    }
+    run_to_end(loop);
+    cr_assert(f.n == 100, "%s: %d of 100 fired", p->name, f.n);
+    for (int i = 1; i < f.n; ++i) {
+        uint64_t a = f.deadline[i - 1], b = f.deadline[i];
+        if (is_heap(p->name))
+            cr_assert(b >= a, "%s: deadline %llu after %llu", p->name, (unsigned long long)b,
+                      (unsigned long long)a);
+        else
+            cr_assert((b + 249999) / 250000 >= (a + 249999) / 250000,
+                      "%s: 250 us tick of %llu after that of %llu", p->name, (unsigned long long)b,
+                      (unsigned long long)a);
+    }
+    free_loop(loop);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Choosing the backend                                                     */
+/* ------------------------------------------------------------------------ */
+
+BACKEND_TEST(loop, timers_env_selects_backend) {
+    cr_assert(setenv("TICKLOOP_TIMERS", p->name, 1) == 0);
+    tl_loop *loop = new_loop(NULL);
+    cr_assert(strcmp(tl_loop_timers_name(loop), p->name) == 0, "env %s gave %s", p->name,
+              tl_loop_timers_name(loop));
+    free_loop(loop);
+    /* NULL options read the environment too. */
+    cr_assert(tl_loop_new(&loop, NULL) == 0);
+    cr_assert(strcmp(tl_loop_timers_name(loop), p->name) == 0);
+    /* Fires timers like any other. */
+    int count = 0;
+    tl_timer t;
+    tl_timer_init(&t, on_count, &count);
+    cr_assert(tl_timer_start(loop, &t, 1 * MS, 0) == 0);
+    run_to_end(loop);
+    cr_assert(count == 1);
+    free_loop(loop);
+    /* opts.timers wins over the environment. */
+    const char *other = strcmp(p->name, "heap2") == 0 ? "heap4" : "heap2";
+    loop = new_loop(other);
+    free_loop(loop);
+}
+
+Test(loop, default_backend_without_env) {
+    cr_assert(unsetenv("TICKLOOP_TIMERS") == 0);
+    tl_loop *loop = new_loop(NULL);
+    const char *name = tl_loop_timers_name(loop);
+    cr_assert(name && tl_timer_backend_find(name) != NULL, "default backend %s not registered",
+              name ? name : "NULL");
+    free_loop(loop);
+    /* An empty variable means "not set". */
+    cr_assert(setenv("TICKLOOP_TIMERS", "", 1) == 0);
+    loop = new_loop(NULL);
+    cr_assert(strcmp(tl_loop_timers_name(loop), name) == 0);
+    free_loop(loop);
+}
+
+Test(loop, unknown_backend_name_is_enoent) {
+    tl_loop_options opts;
+    tl_loop_options_init(&opts);
+    opts.timers = "no_such_backend";
+    tl_loop *loop = NULL;
+    cr_assert(tl_loop_new(&loop, &opts) == -ENOENT);
+    cr_assert(loop == NULL);
+    cr_assert(setenv("TICKLOOP_TIMERS", "no_such_backend", 1) == 0);
+    cr_assert(tl_loop_new(&loop, NULL) == -ENOENT, "unknown name in TICKLOOP_TIMERS");
+}

@@ -1,0 +1,603 @@
+/*
+ * Timer-backend conformance: the rules of timer_backend.h, checked the same
+ * way for every registered backend by driving its vtable directly with
+ * explicit `now` values (no clock, no loop), plus the registry.
+ *
+ * Heaps ("heap2", "heap4") must pop in exact (deadline, insertion) order;
+ * every other backend in tick order (ceil(deadline / tick) non-decreasing).
+ * All must never pop early, must pop everything due (deadline <= now for
+ * heaps, <= now rounded down to a tick for the others) before answering NULL,
+ * and must reach every timer through the next_expiry/pop_expired pair with a
+ * bounded number of empty rounds. The backend's invariant walker runs after
+ * every operation.
+ */
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backend_params.h"
+#include "timer_harness.h"
+
+#include <tickloop/tickloop.h>
+
+namespace {
+
+/* The order a drain must produce: exact (deadline, seq) for heaps. For the
+ * others the harness already checked tick order; compare as sets. */
+void expect_popped(const Harness &h, std::vector<Item *> got, std::vector<Item *> want) {
+    auto by_key = [](const Item *a, const Item *b) {
+        return a->timer.deadline != b->timer.deadline ? a->timer.deadline < b->timer.deadline
+                                                      : a->seq < b->seq;
+    };
+    std::sort(want.begin(), want.end(), by_key);
+    if (!h.heap()) {
+        std::sort(got.begin(), got.end(), by_key);
+    }
+    cr_assert(got.size() == want.size(), "%s: popped %zu timers, expected %zu", h.name(),
+              got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+        cr_assert(got[i] == want[i],
+                  "%s: pop %zu is timer %d (deadline %llu), expected timer %d (deadline %llu)",
+                  h.name(), i, got[i]->id, (unsigned long long)got[i]->timer.deadline, want[i]->id,
+                  (unsigned long long)want[i]->timer.deadline);
+}
+
+std::vector<Item *> pointers(std::vector<Item> &items) {
+    std::vector<Item *> out;
+    for (Item &it : items) out.push_back(&it);
+    return out;
+}
+
+/* Positions of a five-timer structure a remove or reschedule can hit. */
+enum Position { kHead, kMiddle, kLast, kOnly };
+const Position kPositions[] = {kHead, kMiddle, kLast, kOnly};
+const char *const kPositionNames[] = {"head", "middle", "last", "only"};
+
+/* Fills h with timers at distinct deadlines start + (i + 1) * 3.5 ticks
+ * (one for kOnly) and returns the index of the one at position pos. */
+size_t fill_for(Harness &h, std::vector<Item> &items, Position pos) {
+    size_t n = pos == kOnly ? 1 : items.size();
+    for (size_t i = 0; i < n; ++i) h.insert(items[i], h.now() + (i + 1) * (7 * kTick / 2));
+    switch (pos) {
+    case kHead:
+        return 0;
+    case kMiddle:
+        return n / 2;
+    case kLast:
+        return n - 1;
+    case kOnly:
+        return 0;
+    }
+    return 0;
+}
+
+} // namespace
+
+BACKEND_TEST(timers, empty_backend_has_no_expiry) {
+    for (uint64_t start : kStarts) {
+        Harness h(p->name, start);
+        cr_assert(h.next_expiry() == UINT64_MAX, "%s: empty next_expiry", p->name);
+        cr_assert(h.pop(start) == nullptr, "%s: pop on empty", p->name);
+        cr_assert(h.pop(start + 1000 * kTick + 7) == nullptr, "%s: pop on empty", p->name);
+        cr_assert(h.pop(UINT64_MAX) == nullptr, "%s: pop(UINT64_MAX) on empty", p->name);
+        cr_assert(h.next_expiry() == UINT64_MAX, "%s: empty next_expiry after pops", p->name);
+    }
+}
+
+BACKEND_TEST(timers, pops_in_deadline_order) {
+    for (uint64_t start : kStarts) {
+        Harness h(p->name, start);
+        std::vector<Item> items = make_items(300);
+        Rng rng{42};
+        /* Deadlines spread over 500 ticks with sub-tick offsets, in random order. */
+        for (Item &it : items) h.insert(it, start + rng.below(500 * kTick));
+        std::vector<Item *> got = h.drain_all();
+        expect_popped(h, got, pointers(items));
+    }
+}
+
+BACKEND_TEST(timers, equal_deadlines_fire_in_start_order) {
+    for (uint64_t start : kStarts) {
+        Harness h(p->name, start);
+        std::vector<Item> items = make_items(60);
+        const uint64_t same = start + 10 * kTick + 123;
+        /* Every third timer goes elsewhere, so the ties are interleaved with
+           other inserts. */
+        for (size_t i = 0; i < items.size(); ++i)
+            h.insert(items[i], i % 3 == 2 ? start + (i % 20) * kTick + 5 : same);
+        std::vector<Item *> got = h.drain_all();
+        expect_popped(h, got, pointers(items));
+        if (h.heap()) {
+            /* Among equal deadlines, the order of insertion. */
+            int last = -1;
+            for (Item *it : got)
+                if (it->timer.deadline == same) {
+                    cr_assert(it->id > last, "%s: tie order broken: timer %d after %d", p->name,
+                              it->id, last);
+                    last = it->id;
+                }
+        }
+    }
+}
+
+BACKEND_TEST(timers, remove_at_every_position) {
+    for (uint64_t start : kStarts)
+        for (Position pos : kPositions) {
+            Harness h(p->name, start);
+            std::vector<Item> items = make_items(5);
+            size_t victim = fill_for(h, items, pos);
+            h.remove(items[victim]);
+            std::vector<Item *> want;
+            for (size_t i = 0; i < (pos == kOnly ? 1 : items.size()); ++i)
+                if (i != victim) want.push_back(&items[i]);
+            cr_assert(h.size() == want.size(), "%s: remove %s", p->name, kPositionNames[pos]);
+            expect_popped(h, h.drain_all(), want);
+        }
+}
+
+BACKEND_TEST(timers, remove_all_then_reuse) {
+    for (uint64_t start : kStarts) {
+        Harness h(p->name, start);
+        std::vector<Item> items = make_items(200);
+        Rng rng{7};
+        for (Item &it : items) h.insert(it, start + rng.below(3000 * kTick));
+        /* Remove in an order unrelated to the deadlines. */
+        for (size_t i = 0; i < items.size(); i += 2) h.remove(items[i]);
+        for (size_t i = 1; i < items.size(); i += 2) h.remove(items[i]);
+        cr_assert(h.next_expiry() == UINT64_MAX, "%s: emptied by removes", p->name);
+        /* The same handles go back in after removal. */
+        for (Item &it : items) h.insert(it, start + rng.below(3000 * kTick));
+        expect_popped(h, h.drain_all(), pointers(items));
+    }
+}
+
+BACKEND_TEST(timers, reschedule_earlier_and_later_at_every_position) {
+    for (uint64_t start : kStarts)
+        for (Position pos : kPositions)
+            for (int later = 0; later < 2; ++later) {
+                Harness h(p->name, start);
+                std::vector<Item> items = make_items(5);
+                size_t target = fill_for(h, items, pos);
+                uint64_t old = items[target].timer.deadline;
+                /* Later: past every other timer; earlier: before every other. */
+                uint64_t deadline = later ? old + 40 * kTick + 1 : start + kTick / 3;
+                h.reschedule(items[target], deadline);
+                std::vector<Item *> want;
+                for (size_t i = 0; i < (pos == kOnly ? 1 : items.size()); ++i)
+                    want.push_back(&items[i]);
+                std::vector<Item *> got = h.drain_all();
+                expect_popped(h, got, want);
+                cr_assert(
+                    h.heap() || pos == kOnly ||
+                        (later ? got.back() == &items[target] : got.front() == &items[target]),
+                    "%s: rescheduled %s timer %s not popped %s", p->name, kPositionNames[pos],
+                    later ? "later" : "earlier", later ? "last" : "first");
+            }
+}
+
+BACKEND_TEST(timers, reschedule_to_same_deadline_counts_as_new_start) {
+    for (uint64_t start : kStarts) {
+        Harness h(p->name, start);
+        std::vector<Item> items = make_items(4);
+        const uint64_t same = start + 5 * kTick + 17;
+        for (Item &it : items) h.insert(it, same);
+        h.reschedule(items[0], same); /* now last among the ties */
+        h.reschedule(items[2], same);
+        std::vector<Item *> got = h.drain_all();
+        expect_popped(h, got, pointers(items));
+        if (h.heap()) {
+            const int order[] = {1, 3, 0, 2};
+            for (size_t i = 0; i < 4; ++i)
+                cr_assert(got[i]->id == order[i], "%s: tie %zu is timer %d, expected %d", p->name,
+                          i, got[i]->id, order[i]);
+        }
+    }
+}
+
+BACKEND_TEST(timers, reschedule_repeatedly_while_others_expire) {
+    /* The heartbeat pattern: one timer pushed back again and again while the
+       others come due around it. */
+    for (uint64_t start : kStarts) {
+        Harness h(p->name, start);
+        std::vector<Item> items = make_items(41);
+        Item &heartbeat = items[40];
+        for (size_t i = 0; i < 40; ++i) h.insert(items[i], start + (i + 1) * kTick + 11);
+        h.insert(heartbeat, start + 2 * kTick);
+        std::vector<Item *> got;
+        for (uint64_t now = start; h.size() > 1; now += kTick / 2 + 3) {
+            std::vector<Item *> batch = h.drain(now);
+            for (Item *it : batch)
+                cr_assert(it != &heartbeat, "%s: heartbeat fired at %llu (deadline %llu)", p->name,
+                          (unsigned long long)now, (unsigned long long)heartbeat.timer.deadline);
+            got.insert(got.end(), batch.begin(), batch.end());
+            h.reschedule(heartbeat, now + 3 * kTick);
+        }
+        h.remove(heartbeat);
+        std::vector<Item *> rest = h.drain_all();
+        got.insert(got.end(), rest.begin(), rest.end());
+        std::vector<Item *> want = pointers(items);
+        want.pop_back();
+        expect_popped(h, got, want);
+    }
+}
+
+BACKEND_TEST(timers, far_deadlines_are_reached) {
+    for (uint64_t start : kStarts) {
+        Harness h(p->name, start);
+        /* start + 2^k for every k, and the largest finite deadlines. */
+        std::vector<Item> items = make_items(66);
+        for (size_t k = 0; k < 64; ++k) h.insert(items[k], sat_add(start, uint64_t{1} << k));
+        h.insert(items[64], UINT64_MAX - 1);
+        h.insert(items[65], UINT64_MAX - kTick);
+        expect_popped(h, h.drain_all(), pointers(items));
+    }
+}
+
+BACKEND_TEST(timers, deadline_uint64_max_is_never_early) {
+    for (uint64_t start : kStarts) {
+        Harness h(p->name, start);
+        std::vector<Item> items = make_items(3);
+        h.insert(items[0], UINT64_MAX);
+        h.insert(items[1], UINT64_MAX);
+        h.insert(items[2], start + kTick);
+        /* Far past everything else, still before UINT64_MAX: only items[2]. */
+        std::vector<Item *> got = h.drain(UINT64_MAX - 1);
+        cr_assert(got.size() == 1 && got[0] == &items[2], "%s: pop(UINT64_MAX - 1) returned %zu",
+                  p->name, got.size());
+        /* The progress rule still reaches them, at now == UINT64_MAX. */
+        std::vector<Item *> rest = h.drain_all();
+        cr_assert(rest.size() == 2, "%s: %zu of 2 UINT64_MAX timers popped", p->name, rest.size());
+        if (h.heap())
+            cr_assert(rest[0] == &items[0] && rest[1] == &items[1], "%s: tie order at UINT64_MAX",
+                      p->name);
+    }
+}
+
+BACKEND_TEST(timers, count_follows_every_operation) {
+    Harness h(p->name, kBigStart);
+    std::vector<Item> items = make_items(100);
+    /* The harness compares count() with its own record after each call. */
+    for (size_t i = 0; i < items.size(); ++i) h.insert(items[i], kBigStart + i * kTick + 1);
+    for (size_t i = 0; i < 10; ++i) h.remove(items[i * 10]);
+    h.reschedule(items[1], kBigStart + 500 * kTick);
+    std::vector<Item *> got = h.drain(kBigStart + 50 * kTick + 5);
+    cr_assert(got.size() >= 40, "%s: %zu popped by now + 50 ticks", p->name, got.size());
+    cr_assert(h.drain_all().size() == 90 - got.size());
+}
+
+BACKEND_TEST(timers, next_expiry_tracks_the_earliest_deadline) {
+    for (uint64_t start : kStarts) {
+        Harness h(p->name, start);
+        std::vector<Item> items = make_items(4);
+        /* The harness checks next_expiry after every operation: exact for
+           heaps, never later than the earliest deadline for the others. */
+        h.insert(items[0], start + 900 * kTick + 9);
+        h.insert(items[1], start + 30 * kTick + 1);
+        h.insert(items[2], start + 2 * kTick);
+        h.insert(items[3], start + 70000 * kTick + 3);
+        h.remove(items[2]);
+        h.reschedule(items[1], start + 80000 * kTick);
+        h.reschedule(items[3], start + kTick / 2);
+        h.remove(items[3]);
+        expect_popped(h, h.drain_all(), {&items[0], &items[1]});
+    }
+}
+
+BACKEND_TEST(timers, pop_returns_every_due_timer_and_none_early) {
+    for (uint64_t start : kStarts) {
+        Harness h(p->name, start);
+        std::vector<Item> items = make_items(1000);
+        Rng rng{99};
+        for (Item &it : items) {
+            /* Mostly near, some on the tick, some far. */
+            uint64_t r = rng.below(10);
+            uint64_t delta = r < 6   ? rng.below(200 * kTick)
+                             : r < 8 ? (rng.below(200) + 1) * kTick
+                                     : rng.below(uint64_t{1} << 40);
+            h.insert(it, start + delta);
+        }
+        /* Sweep now in uneven, unaligned steps; the harness checks each drain. */
+        const uint64_t steps[] = {kTick / 3, 1, kTick, 7 * kTick + 500, 999, 64 * kTick + 1};
+        std::vector<Item *> got;
+        uint64_t now = start;
+        for (size_t i = 0; now < start + 1200 * kTick; ++i) {
+            now += steps[i % 6];
+            std::vector<Item *> batch = h.drain(now);
+            got.insert(got.end(), batch.begin(), batch.end());
+        }
+        std::vector<Item *> rest = h.drain_all();
+        got.insert(got.end(), rest.begin(), rest.end());
+        expect_popped(h, got, pointers(items));
+    }
+}
+
+namespace {
+
+/* 500 timers with deadlines on every scale from 1 ns to 2^63 ns, drained by
+   the progress rule alone. */
+void check_progress(const char *name, tl_timer_config cfg) {
+    for (uint64_t start : kStarts) {
+        Harness h(name, start, cfg);
+        std::vector<Item> items = make_items(500);
+        Rng rng{start + cfg.tick_ns};
+        for (Item &it : items) {
+            unsigned scale = (unsigned)rng.below(64);
+            h.insert(it, sat_add(start, rng.below(uint64_t{1} << scale) + 1));
+        }
+        expect_popped(h, h.drain_all(), pointers(items));
+    }
+}
+
+} // namespace
+
+BACKEND_TEST(timers, progress_reaches_every_timer) {
+    check_progress(p->name, kConfig);
+}
+
+BACKEND_TEST(timers, progress_with_other_tick_and_slot_sizes) {
+    const tl_timer_config configs[] = {{1, 64}, {1000, 256}, {3 * kTick, 4096}, {kTick, 65536}};
+    for (const tl_timer_config &cfg : configs) check_progress(p->name, cfg);
+}
+
+BACKEND_TEST(timers, popped_timer_can_be_inserted_again) {
+    /* The loop re-arms a repeating timer right after popping it. */
+    Harness h(p->name, kBigStart);
+    std::vector<Item> items = make_items(3);
+    for (size_t i = 0; i < 3; ++i) h.insert(items[i], kBigStart + (i + 1) * kTick);
+    uint64_t now = kBigStart;
+    for (int round = 0; round < 50; ++round) {
+        now += kTick;
+        for (Item *it : h.drain(now)) h.insert(*it, now + 3 * kTick);
+    }
+    cr_assert(h.size() == 3, "%s: %zu timers left", p->name, h.size());
+    h.drain_all();
+}
+
+/* ------------------------------------------------------------------------ */
+/* The registry, with a custom backend written here                         */
+/* ------------------------------------------------------------------------ */
+
+namespace {
+
+/* A sorted doubly linked list: link[0] next, link[1] prev. Equal deadlines
+ * keep insertion order. No reschedule, so the loop's remove + insert
+ * fallback is exercised too. */
+struct SortedList {
+    tl_timer *head = nullptr;
+    tl_timer *tail = nullptr;
+    size_t n = 0;
+};
+
+tl_timer *next_of(const tl_timer *t) {
+    return reinterpret_cast<tl_timer *>(t->link[0]);
+}
+tl_timer *prev_of(const tl_timer *t) {
+    return reinterpret_cast<tl_timer *>(t->link[1]);
+}
+void set_next(tl_timer *t, tl_timer *next) {
+    t->link[0] = reinterpret_cast<uintptr_t>(next);
+}
+void set_prev(tl_timer *t, tl_timer *prev) {
+    t->link[1] = reinterpret_cast<uintptr_t>(prev);
+}
+
+void *list_create(const tl_timer_config *, uint64_t) {
+    return new SortedList();
+}
+void list_destroy(void *self) {
+    delete static_cast<SortedList *>(self);
+}
+
+int list_insert(void *self, tl_timer *t) {
+    SortedList *l = static_cast<SortedList *>(self);
+    tl_timer *after = l->tail;
+    while (after && after->deadline > t->deadline) after = prev_of(after);
+    tl_timer *before = after ? next_of(after) : l->head;
+    set_prev(t, after);
+    set_next(t, before);
+    if (before)
+        set_prev(before, t);
+    else
+        l->tail = t;
+    if (after)
+        set_next(after, t);
+    else
+        l->head = t;
+    ++l->n;
+    return 0;
+}
+
+void list_remove(void *self, tl_timer *t) {
+    SortedList *l = static_cast<SortedList *>(self);
+    if (prev_of(t))
+        set_next(prev_of(t), next_of(t));
+    else
+        l->head = next_of(t);
+    if (next_of(t))
+        set_prev(next_of(t), prev_of(t));
+    else
+        l->tail = prev_of(t);
+    --l->n;
+}
+
+uint64_t list_next_expiry(void *self) {
+    SortedList *l = static_cast<SortedList *>(self);
+    return l->head ? l->head->deadline : UINT64_MAX;
+}
+
+tl_timer *list_pop_expired(void *self, uint64_t now) {
+    SortedList *l = static_cast<SortedList *>(self);
+    tl_timer *t = l->head;
+    if (!t || t->deadline > now) return nullptr;
+    list_remove(self, t);
+    return t;
+}
+
+size_t list_count(void *self) {
+    return static_cast<SortedList *>(self)->n;
+}
+
+const tl_timer_backend sorted_list_backend = {
+    "test_sorted_list", list_create,      list_destroy, list_insert, list_remove, nullptr,
+    list_next_expiry,   list_pop_expired, list_count,
+};
+
+bool names_contain(const char *name) {
+    const char *names[BACKEND_PARAMS_MAX];
+    size_t n = tl_timer_backend_names(names, BACKEND_PARAMS_MAX);
+    for (size_t i = 0; i < n && i < BACKEND_PARAMS_MAX; ++i)
+        if (std::strcmp(names[i], name) == 0) return true;
+    return false;
+}
+
+} // namespace
+
+Test(timers, registry_lists_and_finds_the_builtins) {
+    size_t total = tl_timer_backend_names(nullptr, 0);
+    cr_assert(total >= 2, "tl_timer_backend_names(NULL, 0) = %zu", total);
+    const char *names[BACKEND_PARAMS_MAX + 1];
+    cr_assert(tl_timer_backend_names(names, BACKEND_PARAMS_MAX) == total);
+    cr_assert(std::strcmp(names[0], "heap2") == 0 || names_contain("heap2"), "heap2 missing");
+    cr_assert(names_contain("heap4"), "heap4 missing");
+    for (size_t i = 0; i < total; ++i) {
+        const tl_timer_backend *b = tl_timer_backend_find(names[i]);
+        cr_assert(b && std::strcmp(b->name, names[i]) == 0, "find(\"%s\")", names[i]);
+        for (size_t j = 0; j < i; ++j)
+            cr_assert(std::strcmp(names[i], names[j]) != 0, "\"%s\" listed twice", names[i]);
+    }
+    /* cap bounds what is stored, not what is returned. */
+    const char *one[2] = {nullptr, "sentinel"};
+    cr_assert(tl_timer_backend_names(one, 1) == total);
+    cr_assert(one[0] != nullptr && std::strcmp(one[1], "sentinel") == 0,
+              "names(cap 1) wrote past cap");
+    cr_assert(tl_timer_backend_find("no_such_backend") == nullptr);
+    cr_assert(tl_timer_backend_find("") == nullptr);
+    cr_assert(tl_timer_backend_find(nullptr) == nullptr);
+}
+
+Test(timers, register_custom_backend) {
+    size_t before = tl_timer_backend_names(nullptr, 0);
+    cr_assert(tl_timer_backend_find(sorted_list_backend.name) == nullptr);
+    cr_assert(tl_timer_backend_register(&sorted_list_backend) == 0);
+    cr_assert(tl_timer_backend_find(sorted_list_backend.name) == &sorted_list_backend);
+    size_t after = tl_timer_backend_names(nullptr, 0);
+    cr_assert(after == before + 1, "names: %zu before, %zu after", before, after);
+    const char *names[BACKEND_PARAMS_MAX];
+    tl_timer_backend_names(names, BACKEND_PARAMS_MAX);
+    cr_assert(std::strcmp(names[after - 1], sorted_list_backend.name) == 0,
+              "custom backends come after the built-ins, in registration order");
+
+    /* Duplicates, by the same object or by name alone, built-ins included. */
+    cr_assert(tl_timer_backend_register(&sorted_list_backend) == -EEXIST);
+    tl_timer_backend twin = sorted_list_backend;
+    cr_assert(tl_timer_backend_register(&twin) == -EEXIST);
+    twin.name = "heap2";
+    cr_assert(tl_timer_backend_register(&twin) == -EEXIST);
+    cr_assert(tl_timer_backend_find("heap2") != &twin);
+    cr_assert(tl_timer_backend_names(nullptr, 0) == after);
+}
+
+Test(timers, register_rejects_invalid_backends) {
+    cr_assert(tl_timer_backend_register(nullptr) == -EINVAL);
+    size_t before = tl_timer_backend_names(nullptr, 0);
+    tl_timer_backend b = sorted_list_backend;
+    b.name = nullptr;
+    cr_assert(tl_timer_backend_register(&b) == -EINVAL, "NULL name");
+    b.name = "";
+    cr_assert(tl_timer_backend_register(&b) == -EINVAL, "empty name");
+    static const char long_name[] =
+        "a_name_of_sixty_four_characters_which_is_over_the_limit_xxxxxxxx";
+    static_assert(sizeof long_name - 1 == 64, "64 characters");
+    b.name = long_name;
+    cr_assert(tl_timer_backend_register(&b) == -EINVAL, "over-long name");
+
+    /* Each required function pointer, one at a time. */
+    struct Field {
+        const char *what;
+        void (*clear)(tl_timer_backend *);
+    };
+    const Field fields[] = {
+        {"create", [](tl_timer_backend *x) { x->create = nullptr; }},
+        {"destroy", [](tl_timer_backend *x) { x->destroy = nullptr; }},
+        {"insert", [](tl_timer_backend *x) { x->insert = nullptr; }},
+        {"remove", [](tl_timer_backend *x) { x->remove = nullptr; }},
+        {"next_expiry", [](tl_timer_backend *x) { x->next_expiry = nullptr; }},
+        {"pop_expired", [](tl_timer_backend *x) { x->pop_expired = nullptr; }},
+        {"count", [](tl_timer_backend *x) { x->count = nullptr; }},
+    };
+    for (const Field &f : fields) {
+        b = sorted_list_backend;
+        b.name = "test_missing_function";
+        f.clear(&b);
+        cr_assert(tl_timer_backend_register(&b) == -EINVAL, "missing %s", f.what);
+    }
+    cr_assert(tl_timer_backend_names(nullptr, 0) == before, "a rejected backend was listed");
+    cr_assert(tl_timer_backend_find("test_missing_function") == nullptr);
+
+    /* reschedule is optional (sorted_list_backend leaves it NULL). */
+    static tl_timer_backend optional = sorted_list_backend;
+    optional.name = "test_without_reschedule";
+    cr_assert(tl_timer_backend_register(&optional) == 0);
+}
+
+Test(timers, custom_backend_passes_the_harness) {
+    /* The harness itself, on a backend whose order is known to be right. */
+    cr_assert(tl_timer_backend_register(&sorted_list_backend) == 0);
+    Harness h(sorted_list_backend.name, kBigStart);
+    std::vector<Item> items = make_items(200);
+    Rng rng{3};
+    for (Item &it : items) h.insert(it, kBigStart + rng.below(100 * kTick));
+    h.reschedule(items[5], kBigStart + 2 * kTick);
+    h.remove(items[6]);
+    std::vector<Item *> got = h.drain_all();
+    cr_assert(got.size() == 199);
+}
+
+namespace {
+
+tl_timer loop_timers[3];
+int fired_order[8];
+int fired_n;
+
+void record_fire(tl_loop *loop, tl_timer *t) {
+    cr_assert(tl_now(loop) >= t->deadline, "fired early");
+    if (fired_n < 8) fired_order[fired_n] = (int)(t - loop_timers);
+    ++fired_n;
+}
+
+} // namespace
+
+Test(timers, loop_runs_a_custom_backend) {
+    cr_assert(tl_timer_backend_register(&sorted_list_backend) == 0);
+    tl_loop_options opts;
+    tl_loop_options_init(&opts);
+    opts.timers = sorted_list_backend.name;
+    tl_loop *loop = nullptr;
+    int r = tl_loop_new(&loop, &opts);
+    cr_assert(r == 0, "tl_loop_new: %s", tl_strerror(r));
+    cr_assert(std::strcmp(tl_loop_timers_name(loop), sorted_list_backend.name) == 0);
+
+    /* Three one-shots at 3, 1 and 2 ms, then the 3 ms one restarted at 4 ms
+       (reschedule is NULL: the loop removes and inserts). */
+    tl_timer *t = loop_timers;
+    for (int i = 0; i < 3; ++i) tl_timer_init(&t[i], record_fire, nullptr);
+    cr_assert(tl_timer_start(loop, &t[0], 3 * kTick, 0) == 0);
+    cr_assert(tl_timer_start(loop, &t[1], 1 * kTick, 0) == 0);
+    cr_assert(tl_timer_start(loop, &t[2], 2 * kTick, 0) == 0);
+    cr_assert(tl_timer_start(loop, &t[0], 4 * kTick, 0) == 0);
+    cr_assert(tl_timer_active(&t[0]) == 1);
+    uint64_t deadline0 = t[0].deadline;
+    cr_assert(tl_loop_run(loop, TL_RUN_DEFAULT) == 0);
+    cr_assert(fired_n == 3, "%d callbacks", fired_n);
+    cr_assert(fired_order[0] == 1 && fired_order[1] == 2 && fired_order[2] == 0,
+              "fired in order %d %d %d", fired_order[0], fired_order[1], fired_order[2]);
+    cr_assert(tl_now(loop) >= deadline0);
+    tl_loop_stats stats;
+    tl_loop_stats_get(loop, &stats);
+    cr_assert(stats.timers_fired == 3 && stats.timers_active == 0);
+    cr_assert(tl_loop_free(loop) == 0);
+}

@@ -1,0 +1,186 @@
+/*
+ * Randomized comparison of every registered timer backend against a simple
+ * reference model (wahern/timeout's check_randomized): thousands of live
+ * timers, hundreds of thousands of random operations with fixed seeds.
+ *
+ * The model is the harness's ordered record of (deadline, insertion) pairs
+ * (timer_harness.h). Heaps must pop exactly the model's earliest timer; other
+ * backends must pop, by the end of each drain, every timer the model says is
+ * due at now rounded down to a tick, never one with deadline > now, in
+ * non-decreasing tick order. Nothing is lost: every pop is a timer the model
+ * holds, and at the end both are empty (the final drain goes on to
+ * UINT64_MAX). The invariant walker runs after every operation in the small
+ * run and every 64 in the large one, where it would dominate the time.
+ */
+#include <cstdint>
+#include <vector>
+
+#include "backend_params.h"
+#include "timer_harness.h"
+
+namespace {
+
+struct Run {
+    uint64_t seed;
+    uint64_t start;
+    size_t max_live;
+    size_t operations;
+    unsigned walk_every;
+};
+
+/* Live timers, with O(1) random choice and removal. */
+class LiveSet {
+public:
+    explicit LiveSet(size_t n) : pos_(n, SIZE_MAX) {}
+    size_t size() const { return live_.size(); }
+    bool contains(size_t i) const { return pos_[i] != SIZE_MAX; }
+    size_t at(size_t k) const { return live_[k]; }
+    void add(size_t i) {
+        pos_[i] = live_.size();
+        live_.push_back(i);
+    }
+    void erase(size_t i) {
+        size_t k = pos_[i];
+        live_[k] = live_.back();
+        pos_[live_[k]] = k;
+        live_.pop_back();
+        pos_[i] = SIZE_MAX;
+    }
+
+private:
+    std::vector<size_t> live_;
+    std::vector<size_t> pos_;
+};
+
+/* A timeout from now: mostly short, some on tick boundaries, some far, a few
+   "never". */
+uint64_t random_deadline(Rng &rng, uint64_t now, uint64_t tick) {
+    uint64_t r = rng.below(100);
+    if (r < 35) return sat_add(now, rng.below(20 * tick));
+    if (r < 65) return sat_add(now, rng.below(2000 * tick));
+    if (r < 75) {
+        uint64_t ticks = now / tick + 1 + rng.below(50);
+        return ticks > UINT64_MAX / tick ? UINT64_MAX : ticks * tick;
+    }
+    if (r < 90) return sat_add(now, rng.below(uint64_t{1} << 36));
+    if (r < 98) return sat_add(now, rng.below(uint64_t{1} << 62));
+    return UINT64_MAX;
+}
+
+/* How far one "advance" moves now: small, medium, large or (rarely) huge. */
+uint64_t random_step(Rng &rng, uint64_t tick) {
+    uint64_t r = rng.below(1000);
+    if (r < 600) return rng.below(3 * tick);
+    if (r < 950) return rng.below(20 * tick);
+    if (r < 999) return rng.below(uint64_t{1} << 28);
+    return rng.below(uint64_t{1} << 44);
+}
+
+void run_model(const char *name, const Run &run) {
+    Harness h(name, run.start);
+    h.walk_every(run.walk_every);
+    const uint64_t tick = h.tick();
+    std::vector<Item> items = make_items(run.max_live);
+    LiveSet live(run.max_live);
+    std::vector<size_t> idle;
+    for (size_t i = run.max_live; i-- > 0;) idle.push_back(i);
+    Rng rng{run.seed};
+    uint64_t inserted = 0, removed = 0, popped = 0;
+
+    auto insert_one = [&] {
+        size_t i = idle.back();
+        idle.pop_back();
+        h.insert(items[i], random_deadline(rng, h.now(), tick));
+        live.add(i);
+        ++inserted;
+    };
+    auto took = [&](Item *it) {
+        live.erase((size_t)it->id);
+        idle.push_back((size_t)it->id);
+        ++popped;
+    };
+
+    /* Start three-quarters full. */
+    while (live.size() < run.max_live * 3 / 4) insert_one();
+
+    uint64_t live_sum = 0;
+    for (size_t op = 0; op < run.operations; ++op) {
+        live_sum += live.size();
+        uint64_t r = rng.below(100);
+        if (r < 45) {
+            if (!idle.empty()) insert_one();
+        } else if (r < 50) {
+            if (live.size()) {
+                size_t i = live.at(rng.below(live.size()));
+                h.remove(items[i]);
+                live.erase(i);
+                idle.push_back(i);
+                ++removed;
+            }
+        } else if (r < 60) {
+            if (live.size()) {
+                Item &it = items[live.at(rng.below(live.size()))];
+                /* A non-heap may still hold a timer whose deadline has passed
+                   within the current tick; the loop never moves a timer
+                   before now, so neither does this. */
+                uint64_t now = h.now(), old = std::max(it.timer.deadline, now), deadline = old;
+                switch (rng.below(3)) {
+                case 0:
+                    deadline = now + rng.below(old - now + 1);
+                    break; /* earlier */
+                case 1:
+                    deadline = sat_add(old, rng.below(500 * tick) + 1);
+                    break;
+                case 2:
+                    break; /* same deadline: goes last among its ties */
+                }
+                h.reschedule(it, deadline);
+            }
+        } else if (r < 68) {
+            for (Item *it : h.drain(sat_add(h.now(), random_step(rng, tick)))) took(it);
+        } else if (r < 70) {
+            /* Straight to the next expiry, as the loop does after a wait;
+               not to a far one, so that now stays clear of UINT64_MAX
+               (the final drain goes there). */
+            uint64_t next = h.next_expiry();
+            if (next < sat_add(h.now(), uint64_t{1} << 40))
+                for (Item *it : h.drain(std::max(h.now(), next))) took(it);
+        } else if (r < 80) {
+            h.next_expiry();
+        } else {
+            /* A single pop, leaving the rest of what is due for later. */
+            if (Item *it = h.pop(h.now())) took(it);
+        }
+    }
+
+    for (Item *it : h.drain_all()) took(it);
+    cr_assert(live.size() == 0 && h.size() == 0, "%s: %zu timers left", name, live.size());
+    cr_assert(inserted == removed + popped,
+              "%s: %llu inserted, %llu removed, %llu popped: timers lost", name,
+              (unsigned long long)inserted, (unsigned long long)removed,
+              (unsigned long long)popped);
+    /* The run itself must have been a real workout. */
+    cr_assert(popped > run.operations / 20, "%s: only %llu pops: the run did too little", name,
+              (unsigned long long)popped);
+    cr_assert(live_sum / run.operations >= run.max_live / 4, "%s: %llu live timers on average",
+              name, (unsigned long long)(live_sum / run.operations));
+}
+
+} // namespace
+
+BACKEND_TEST(timers, random_ops_match_model_checked_every_step) {
+    const Run runs[] = {
+        {0x1234, 0, 1000, 40000, 1},
+        {0xbeef, kBigStart, 1000, 40000, 1},
+    };
+    for (const Run &run : runs) run_model(p->name, run);
+}
+
+BACKEND_TEST(timers, random_ops_match_model_large) {
+    const Run runs[] = {
+        {1, 0, 4000, 150000, 64},
+        {2, kBigStart, 4000, 150000, 64},
+        {3, (uint64_t{1} << 62) + 12345, 4000, 150000, 64},
+    };
+    for (const Run &run : runs) run_model(p->name, run);
+}
