@@ -26,6 +26,8 @@ struct Builtin {
 const Builtin builtins[] = {
     {&heap2_backend, heap2_check},
     {&heap4_backend, heap4_check},
+    {&wheel_backend, wheel_check},
+    {&hwheel_backend, hwheel_check},
 };
 constexpr size_t kBuiltins = sizeof(builtins) / sizeof(builtins[0]);
 

@@ -42,8 +42,11 @@ using check_fn = const char *(*)(void *self);
 /* The built-in backends, each defined in its own file. */
 extern const tl_timer_backend heap2_backend;
 extern const tl_timer_backend heap4_backend;
+extern const tl_timer_backend wheel_backend, hwheel_backend;
 const char *heap2_check(void *self);
 const char *heap4_check(void *self);
+const char *wheel_check(void *self);
+const char *hwheel_check(void *self);
 
 /* Formats an invariant failure into a thread-local buffer (printf style). */
 const char *check_failed(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

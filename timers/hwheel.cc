@@ -1,0 +1,533 @@
+/*
+ * hwheel: a hierarchical timing wheel that covers the whole 64-bit range
+ * (the layout of tokio's and Linux's timer wheels, plus a per-slot minimum
+ * deadline).
+ *
+ * Time is counted in ticks of tick_ns. A timer's fire tick is
+ * e = ceil(deadline / tick_ns), the first tick boundary at or after its
+ * deadline. pop_expired(now) returns every timer with e <= floor(now / tick_ns)
+ * (at now == UINT64_MAX, when every deadline has passed, all of them), and
+ * also those of the next tick whose deadline is already <= now, so that
+ * next_expiry() can report the earliest deadline itself (a wait never ends
+ * before it, and never ends a whole tick after it). The wheel keeps its own
+ * position `cur`, at most one tick past the last now it was given.
+ *
+ * Layout: kLevels levels of 64 slots, each slot a circular doubly-linked list
+ * threaded through tl_timer::link, one 64-bit occupancy word per level and a
+ * summary word with bit L set iff level L has an occupied slot. A timer with
+ * fire tick e >= cur is filed at level L = the six-bit group of the highest bit
+ * in which e and cur differ, slot s = the digit of e in that group. A level-0
+ * slot is one tick; a level-L slot spans 64^L ticks and starts at
+ * start(L, s) = (cur with the bits of levels <= L cleared) | s << 6L. A
+ * "ready" list holds timers already found due: those of a partly elapsed tick
+ * whose deadline has passed, and any inserted with e < cur.
+ *
+ * Invariants (checked by hwheel_check()):
+ * - Every occupied slot starts at or after cur (strictly after for L > 0), so
+ *   the lowest occupied level's lowest occupied slot holds the earliest timers:
+ *   next_expiry and pop_expired find it with two ctz, never scanning.
+ * - A timer's link[2] holds its slot id (L * 64 + s, or kReady), so removal
+ *   never recomputes it, plus kLazy when it was rescheduled later in place:
+ *   without kLazy, (L, s) is exactly where e files relative to cur; with it,
+ *   e >= start + 64^L, and the timer is re-filed when its slot comes due (as
+ *   tokio and Kafka's purgatory do). A slot never holds a timer it would fire
+ *   early: e >= start(L, s).
+ * - slot_min[L][s] is a lower bound of the deadlines in the slot and lies
+ *   within the slot's ticks, so max(slot_min, first ns of the slot) of the
+ *   first slot is a lower bound of every deadline inside: next_expiry. A cancel
+ *   leaves it stale but low, which is safe; the pop it causes refreshes it.
+ * - Ready timers have e <= cur; ready_min is a lower bound of their deadlines.
+ * - Occupancy bits are set exactly for the non-empty slots, summary bits
+ *   exactly for the non-empty levels, and count is the number of timers.
+ *
+ * Expiry: when the first slot's start is <= now's tick, cur moves to that
+ * start. A level-0 slot's timers are returned (lazy ones never reach level 0,
+ * they are re-filed by the cascade that empties their slot); a higher
+ * slot is cascaded: its timers are re-filed relative to the new cur, which puts
+ * each in a lower level. A timer thus moves at most kLevels - 1 times and fires
+ * within the tick after its deadline at any level; a jump of now costs
+ * O(occupied slots + timers moved), never O(ticks), since empty slots are
+ * skipped through the bitmaps.
+ *
+ * Within a tick, timers whose deadline is not a multiple of tick_ns are
+ * returned before those that are, so the order is monotonic both in the fire
+ * tick and in floor(deadline / tick_ns).
+ */
+#include <cerrno>
+#include <new>
+
+#include "timers.h"
+
+namespace tl::detail {
+namespace {
+
+/* Six bits per level: one 64-bit occupancy word per level, so finding the
+ * next slot is one ctz. Fewer bits means more levels (more cascades); more
+ * would need several words per level. */
+constexpr unsigned kSlotBits = 6;
+constexpr unsigned kSlots = 1u << kSlotBits;
+/* Enough levels for any 64-bit tick: eleven, the top one using 4 of its 6
+ * bits. No overflow list and no maximum timeout. */
+constexpr unsigned kLevels = (64 + kSlotBits - 1) / kSlotBits;
+static_assert(kLevels <= 64, "the summary word has one bit per level");
+
+/* link[2] = slot id | kLazy. Ids need 10 bits (kReady is one more); the
+ * flag sits above them. */
+constexpr uintptr_t kIdMask = (uintptr_t(1) << 16) - 1;
+constexpr uintptr_t kLazy = uintptr_t(1) << 16;
+constexpr unsigned kReady = kLevels * kSlots;
+static_assert(kReady <= kIdMask, "slot ids fit below the flag");
+
+/* Node: link[0] = next, link[1] = prev, link[2] = slot id and flag. */
+static_assert(3 * sizeof(uintptr_t) <= timer_link_bytes, "hwheel node fits in tl_timer.link");
+
+__extension__ typedef unsigned __int128 u128;
+
+/* Division by the tick without a div instruction: q = mulhi(x, floor(2^64 /
+ * tick)) is q or q - 1, one compare fixes it. Cascades divide once per timer
+ * moved, so this keeps them at a couple of multiplies. */
+class TickDivider {
+    uint64_t tick_;
+    uint64_t magic_; /* floor(2^64 / tick), unused for tick 1 */
+
+public:
+    explicit TickDivider(uint64_t tick) noexcept
+        : tick_(tick), magic_(tick > 1 ? uint64_t((u128(1) << 64) / tick) : 0) {}
+
+    uint64_t tick() const noexcept { return tick_; }
+
+    uint64_t floor(uint64_t x, uint64_t &rem) const noexcept {
+        if (tick_ == 1) {
+            rem = 0;
+            return x;
+        }
+        uint64_t q = uint64_t((u128(x) * magic_) >> 64);
+        uint64_t r = x - q * tick_;
+        if (r >= tick_) {
+            ++q;
+            r -= tick_;
+        }
+        rem = r;
+        return q;
+    }
+
+    uint64_t ceil(uint64_t x) const noexcept {
+        uint64_t r;
+        uint64_t q = floor(x, r);
+        return q + (r != 0);
+    }
+
+    /* The time of tick k, saturating at UINT64_MAX ("never"). */
+    uint64_t time_of(uint64_t k) const noexcept {
+        return k > UINT64_MAX / tick_ ? UINT64_MAX : k * tick_;
+    }
+};
+
+tl_timer *next_of(const tl_timer *t) noexcept {
+    return reinterpret_cast<tl_timer *>(t->link[0]);
+}
+tl_timer *prev_of(const tl_timer *t) noexcept {
+    return reinterpret_cast<tl_timer *>(t->link[1]);
+}
+void set_next(tl_timer *t, tl_timer *n) noexcept {
+    t->link[0] = reinterpret_cast<uintptr_t>(n);
+}
+void set_prev(tl_timer *t, tl_timer *p) noexcept {
+    t->link[1] = reinterpret_cast<uintptr_t>(p);
+}
+
+/* Appends t to the circular list at head, or prepends it when front. */
+void list_push(tl_timer *&head, tl_timer *t, bool front) noexcept {
+    if (!head) {
+        set_next(t, t);
+        set_prev(t, t);
+        head = t;
+        return;
+    }
+    tl_timer *tail = prev_of(head);
+    set_next(t, head);
+    set_prev(t, tail);
+    set_next(tail, t);
+    set_prev(head, t);
+    if (front) head = t;
+}
+
+void list_unlink(tl_timer *&head, tl_timer *t) noexcept {
+    tl_timer *n = next_of(t);
+    if (n == t) {
+        head = nullptr;
+        return;
+    }
+    tl_timer *p = prev_of(t);
+    set_next(p, n);
+    set_prev(n, p);
+    if (head == t) head = n;
+}
+
+constexpr uint64_t bit(unsigned i) noexcept {
+    return uint64_t(1) << i;
+}
+
+/* The level at which tick e files when the wheel is at cur. */
+inline unsigned level_of(uint64_t cur, uint64_t e) noexcept {
+    return unsigned(63 - __builtin_clzll((cur ^ e) | (kSlots - 1))) / kSlotBits;
+}
+
+class HWheel {
+    tl_timer *slots_[kLevels][kSlots] = {};
+    uint64_t slot_min_[kLevels][kSlots]; /* ns; meaningful for occupied slots only */
+    uint64_t occupied_[kLevels] = {};
+    uint64_t levels_ = 0; /* bit L: occupied_[L] != 0 */
+    tl_timer *ready_ = nullptr;
+    uint64_t ready_min_ = 0; /* ns; meaningful while ready_ */
+    uint64_t cur_;
+    size_t count_ = 0;
+    TickDivider div_;
+
+    static unsigned id_of(const tl_timer *t) noexcept { return unsigned(t->link[2] & kIdMask); }
+
+    uint64_t start(unsigned level, unsigned slot) const noexcept {
+        unsigned shift = kSlotBits * level;
+        uint64_t high = shift + kSlotBits >= 64 ? 0 : cur_ & (~uint64_t(0) << (shift + kSlotBits));
+        return high | uint64_t(slot) << shift;
+    }
+
+    static uint64_t span(unsigned level) noexcept { return uint64_t(1) << (kSlotBits * level); }
+
+    /* The least deadline whose fire tick is k. */
+    uint64_t first_ns(uint64_t k) const noexcept { return k ? (k - 1) * div_.tick() + 1 : 0; }
+
+    bool aligned(uint64_t deadline, uint64_t e) const noexcept {
+        /* e * tick wraps only when it exceeds UINT64_MAX, and then cannot
+           equal the deadline (it is within one tick above it). */
+        return e * div_.tick() == deadline;
+    }
+
+    void push_ready(tl_timer *t, bool front) noexcept {
+        if (!ready_ || t->deadline < ready_min_) ready_min_ = t->deadline;
+        list_push(ready_, t, front);
+        t->link[2] = kReady;
+    }
+
+    /* Pre: t in no list, e = t's fire tick. Post: t filed relative to cur (in
+       the ready list if e < cur), bitmaps and minimum updated. Does not touch
+       count. */
+    void file(tl_timer *t, uint64_t e) noexcept {
+        if (e < cur_) {
+            push_ready(t, true);
+            return;
+        }
+        unsigned level = level_of(cur_, e);
+        unsigned slot = unsigned(e >> (kSlotBits * level)) & (kSlots - 1);
+        tl_timer *&head = slots_[level][slot];
+        uint64_t &min = slot_min_[level][slot];
+        if (!head) {
+            min = t->deadline;
+            occupied_[level] |= bit(slot);
+            levels_ |= bit(level);
+        } else if (t->deadline < min) {
+            min = t->deadline;
+        }
+        list_push(head, t, !aligned(t->deadline, e));
+        t->link[2] = uintptr_t(level * kSlots + slot);
+    }
+
+    /* Pre: t inside. Post: t in no list; bits cleared if its slot emptied.
+       Does not touch count. */
+    void unfile(tl_timer *t) noexcept {
+        unsigned id = id_of(t);
+        if (id == kReady) {
+            list_unlink(ready_, t);
+            return;
+        }
+        unsigned level = id / kSlots, slot = id % kSlots;
+        tl_timer *&head = slots_[level][slot];
+        list_unlink(head, t);
+        if (!head) {
+            occupied_[level] &= ~bit(slot);
+            if (!occupied_[level]) levels_ &= ~bit(level);
+        }
+    }
+
+    /* Detaches the whole list of (level, slot), as a NULL-terminated chain. */
+    tl_timer *take_slot(unsigned level, unsigned slot) noexcept {
+        tl_timer *t = slots_[level][slot];
+        slots_[level][slot] = nullptr;
+        occupied_[level] &= ~bit(slot);
+        if (!occupied_[level]) levels_ &= ~bit(level);
+        set_next(prev_of(t), nullptr); /* break the circle at the old tail */
+        return t;
+    }
+
+    /* Pre: (level, slot) is the first occupied slot, level > 0, it starts at
+       or before now's tick + 1. Post: cur = its start; its timers re-filed,
+       each at a lower level (or where a lazy deadline now says). */
+    void cascade(unsigned level, unsigned slot, uint64_t slot_start) noexcept {
+        tl_timer *t = take_slot(level, slot);
+        cur_ = slot_start;
+        while (t) {
+            tl_timer *n = next_of(t);
+            file(t, div_.ceil(t->deadline));
+            t = n;
+        }
+    }
+
+    /* Pre: level-0 slot is the first occupied, its tick slot_start is now's
+       tick + 1. Post: cur = slot_start; its timers with deadline <= now are in
+       the ready list, the rest back in the slot with an exact minimum. */
+    void collect_partial(unsigned slot, uint64_t slot_start, uint64_t now) noexcept {
+        tl_timer *t = take_slot(0, slot);
+        cur_ = slot_start;
+        while (t) {
+            tl_timer *n = next_of(t);
+            if (t->deadline <= now)
+                push_ready(t, true);
+            else
+                file(t, slot_start); /* back here: e == slot_start, never lazy */
+            t = n;
+        }
+    }
+
+    /* now in ticks; at UINT64_MAX every deadline has passed, so every fire
+       tick counts as reached. */
+    uint64_t now_tick(uint64_t now) const noexcept {
+        uint64_t r;
+        uint64_t q = div_.floor(now, r);
+        return now == UINT64_MAX ? q + (r != 0) : q;
+    }
+
+public:
+    HWheel(uint64_t tick, uint64_t now) noexcept : div_(tick) {
+        uint64_t r;
+        cur_ = div_.floor(now, r);
+    }
+
+    /* Pre: t not inside, t->deadline set (any value, even before now). Post:
+       t inside, filed at the level and slot of its fire tick (ready if that
+       tick has passed). O(1); never fails, never allocates. */
+    int insert(tl_timer *t) noexcept {
+        file(t, div_.ceil(t->deadline));
+        ++count_;
+        return 0;
+    }
+
+    /* Pre: t inside. Post: t not inside. O(1): the slot id is in t. */
+    void remove(tl_timer *t) noexcept {
+        unfile(t);
+        --count_;
+    }
+
+    /* Pre: t inside. Post: t->deadline == deadline, t inside and due at the
+       new fire tick. Same slot: the deadline is rewritten in place. A later
+       fire tick beyond a level > 0 slot leaves the timer there, marked lazy,
+       to be re-filed when the slot comes due: heartbeats cost O(1) and touch
+       no list. Earlier: moved now. Level-0 slots are single ticks with ordered
+       halves, so there a change of tick or of alignment is a move (also O(1)). */
+    void reschedule(tl_timer *t, uint64_t deadline) noexcept {
+        uint64_t e = div_.ceil(deadline);
+        unsigned id = id_of(t);
+        if (id != kReady && e >= cur_) {
+            unsigned level = id / kSlots, slot = id % kSlots;
+            uint64_t slot_start = start(level, slot);
+            uint64_t &min = slot_min_[level][slot];
+            if (level == 0) {
+                if (e == slot_start && aligned(deadline, e) == aligned(t->deadline, e)) {
+                    t->deadline = deadline;
+                    if (deadline < min) min = deadline;
+                    return;
+                }
+            } else if (e >= slot_start) {
+                t->deadline = deadline;
+                if (deadline < min) min = deadline;
+                t->link[2] = id | (e - slot_start >= span(level) ? kLazy : 0);
+                return;
+            }
+        }
+        unfile(t);
+        t->deadline = deadline;
+        file(t, e);
+    }
+
+    /* A lower bound of every deadline inside (exact unless a cancel or a lazy
+       reschedule left a slot's minimum low): no timer fires before it, and
+       popping at it returns a timer or moves the stale slot on. */
+    uint64_t next_expiry() const noexcept {
+        if (ready_) return ready_min_;
+        if (!levels_) return UINT64_MAX;
+        unsigned level = unsigned(__builtin_ctzll(levels_));
+        unsigned slot = unsigned(__builtin_ctzll(occupied_[level]));
+        uint64_t lower = first_ns(start(level, slot));
+        uint64_t min = slot_min_[level][slot];
+        return min > lower ? min : lower;
+    }
+
+    /* Pre: now >= every earlier now. Post: returns a timer with fire tick <=
+       now's tick, or of the next tick with deadline <= now, removed, in tick
+       order; NULL once none is left, with cur at now's tick (its successor
+       after a partial tick) and every slot that started by then cascaded. */
+    tl_timer *pop_expired(uint64_t now) noexcept {
+        uint64_t nt = now_tick(now);
+        for (;;) {
+            if (ready_) {
+                tl_timer *t = ready_;
+                list_unlink(ready_, t);
+                --count_;
+                return t;
+            }
+            if (!levels_) break;
+            unsigned level = unsigned(__builtin_ctzll(levels_));
+            unsigned slot = unsigned(__builtin_ctzll(occupied_[level]));
+            uint64_t slot_start = start(level, slot);
+            if (slot_start > nt) {
+                /* Only the tick after now's can hold a deadline <= now. */
+                if (slot_start - nt > 1 || slot_min_[level][slot] > now) break;
+                if (level > 0) {
+                    cascade(level, slot, slot_start);
+                } else {
+                    collect_partial(slot, slot_start, now);
+                    if (!ready_) break; /* the minimum was stale; it is exact now */
+                }
+                continue;
+            }
+            if (level > 0) {
+                cascade(level, slot, slot_start);
+                continue;
+            }
+            /* Level 0 holds exact timers only (lazy ones exist above it): the
+               whole slot is due. */
+            cur_ = slot_start;
+            tl_timer *t = slots_[0][slot];
+            unfile(t);
+            --count_;
+            return t;
+        }
+        if (nt > cur_) cur_ = nt;
+        return nullptr;
+    }
+
+    size_t count() const noexcept { return count_; }
+
+    const char *check() const noexcept {
+        size_t seen = 0;
+        if (ready_) {
+            const tl_timer *t = ready_;
+            do {
+                if (++seen > count_)
+                    return check_failed("hwheel: more timers linked than count %zu", count_);
+                if (prev_of(next_of(t)) != t || next_of(prev_of(t)) != t)
+                    return check_failed("hwheel: broken links in the ready list");
+                if (t->link[2] != kReady)
+                    return check_failed("hwheel: ready timer records slot id %#llx",
+                                        (unsigned long long)t->link[2]);
+                uint64_t e = div_.ceil(t->deadline);
+                if (e > cur_)
+                    return check_failed("hwheel: ready timer with fire tick %llu after cur %llu",
+                                        (unsigned long long)e, (unsigned long long)cur_);
+                if (ready_min_ > t->deadline)
+                    return check_failed("hwheel: ready minimum %llu above deadline %llu",
+                                        (unsigned long long)ready_min_,
+                                        (unsigned long long)t->deadline);
+                t = next_of(t);
+            } while (t != ready_);
+        }
+        uint64_t levels = 0;
+        for (unsigned level = 0; level < kLevels; ++level) {
+            for (unsigned slot = 0; slot < kSlots; ++slot) {
+                const tl_timer *head = slots_[level][slot];
+                bool occupied = (occupied_[level] >> slot) & 1;
+                if (occupied != (head != nullptr))
+                    return check_failed("hwheel: occupancy bit of slot %u/%u is %d, slot %s", level,
+                                        slot, occupied, head ? "non-empty" : "empty");
+                if (!head) continue;
+                levels |= bit(level);
+                if (level == kLevels - 1 && slot >= (kSlots >> (kLevels * kSlotBits - 64)))
+                    return check_failed("hwheel: top-level slot %u beyond 64 bits", slot);
+                uint64_t slot_start = start(level, slot);
+                if (level == 0 ? slot_start < cur_ : slot_start <= cur_)
+                    return check_failed("hwheel: slot %u/%u starts at %llu, not after cur %llu",
+                                        level, slot, (unsigned long long)slot_start,
+                                        (unsigned long long)cur_);
+                uint64_t min = slot_min_[level][slot];
+                uint64_t last_tick = slot_start + (span(level) - 1);
+                if (min < first_ns(slot_start) || min > div_.time_of(last_tick))
+                    return check_failed("hwheel: slot %u/%u minimum %llu outside its ticks", level,
+                                        slot, (unsigned long long)min);
+                const tl_timer *t = head;
+                do {
+                    if (++seen > count_)
+                        return check_failed("hwheel: more timers linked than count %zu", count_);
+                    if (prev_of(next_of(t)) != t || next_of(prev_of(t)) != t)
+                        return check_failed("hwheel: broken links in slot %u/%u", level, slot);
+                    if (id_of(t) != level * kSlots + slot)
+                        return check_failed("hwheel: timer in slot %u/%u records slot id %u", level,
+                                            slot, id_of(t));
+                    if (t->link[2] & ~(kIdMask | kLazy))
+                        return check_failed("hwheel: stray bits in a timer's slot id");
+                    uint64_t e = div_.ceil(t->deadline);
+                    if (!(t->link[2] & kLazy)) {
+                        unsigned want_level = level_of(cur_, e);
+                        unsigned want_slot = unsigned(e >> (kSlotBits * want_level)) & (kSlots - 1);
+                        if (e < cur_ || want_level != level || want_slot != slot)
+                            return check_failed("hwheel: timer with fire tick %llu in slot %u/%u, "
+                                                "belongs in %u/%u (cur %llu)",
+                                                (unsigned long long)e, level, slot, want_level,
+                                                want_slot, (unsigned long long)cur_);
+                    } else if (level == 0 || e < slot_start || e - slot_start < span(level)) {
+                        return check_failed("hwheel: lazy mark on a timer with fire tick %llu in "
+                                            "slot %u/%u that needs none",
+                                            (unsigned long long)e, level, slot);
+                    }
+                    if (min > t->deadline)
+                        return check_failed("hwheel: slot %u/%u minimum %llu above deadline %llu",
+                                            level, slot, (unsigned long long)min,
+                                            (unsigned long long)t->deadline);
+                    t = next_of(t);
+                } while (t != head);
+            }
+        }
+        if (levels != levels_)
+            return check_failed("hwheel: level summary %#llx, occupied levels %#llx",
+                                (unsigned long long)levels_, (unsigned long long)levels);
+        if (seen != count_)
+            return check_failed("hwheel: %zu timers linked, count %zu", seen, count_);
+        return nullptr;
+    }
+};
+
+/* The vtable glue. */
+void *create(const tl_timer_config *cfg, uint64_t now) noexcept {
+    if (!cfg || cfg->tick_ns == 0) return nullptr;
+    return new (std::nothrow) HWheel(cfg->tick_ns, now);
+}
+void destroy(void *self) noexcept {
+    delete static_cast<HWheel *>(self);
+}
+int insert(void *self, tl_timer *t) noexcept {
+    return static_cast<HWheel *>(self)->insert(t);
+}
+void remove(void *self, tl_timer *t) noexcept {
+    static_cast<HWheel *>(self)->remove(t);
+}
+void reschedule(void *self, tl_timer *t, uint64_t deadline) noexcept {
+    static_cast<HWheel *>(self)->reschedule(t, deadline);
+}
+uint64_t next_expiry(void *self) noexcept {
+    return static_cast<HWheel *>(self)->next_expiry();
+}
+tl_timer *pop_expired(void *self, uint64_t now) noexcept {
+    return static_cast<HWheel *>(self)->pop_expired(now);
+}
+size_t count(void *self) noexcept {
+    return static_cast<HWheel *>(self)->count();
+}
+
+} // namespace
+
+const tl_timer_backend hwheel_backend = {"hwheel",   create,      destroy,     insert, remove,
+                                         reschedule, next_expiry, pop_expired, count};
+
+const char *hwheel_check(void *self) {
+    return static_cast<HWheel *>(self)->check();
+}
+
+} // namespace tl::detail

@@ -1,0 +1,544 @@
+/*
+ * wheel: a single-level hashed timing wheel (the idea of Netty's
+ * HashedWheelTimer), driven only by the now values it is given.
+ *
+ * Time is counted in ticks of tick_ns. A timer's fire tick is
+ * e = ceil(deadline / tick_ns), the first tick boundary at or after its
+ * deadline. pop_expired(now) returns every timer with e <= floor(now / tick_ns)
+ * (at now == UINT64_MAX, when every deadline has passed, all of them), and
+ * also those of the next tick whose deadline is already <= now, so that
+ * next_expiry() can report the earliest deadline itself. The wheel keeps its
+ * own position `cur`: no timer in a slot has a fire tick before it, and it is
+ * at most one tick past the last now it was given.
+ *
+ * Layout: N = wheel_slots slots (a power of two), each a circular doubly-linked
+ * list threaded through tl_timer::link. A timer with fire tick e lives in slot
+ * e mod N whatever its round, so a timer due beyond one revolution simply stays
+ * there: deadlines are absolute, there are no round counters to decrement.
+ * slot_min[s] is a lower bound of the deadlines in slot s, so a visit walks a
+ * slot only when something in it may be due. Two bitmaps, scanned with ctz
+ * over 64-bit words: the occupied slots, and the "active" ones, which have a
+ * timer due in the current window, the revolution of ticks
+ * [window, window + N). A "due" list holds the timers found due and not yet
+ * returned, and any inserted with e < cur.
+ *
+ * Invariants (checked by wheel_check()):
+ * - A timer's link[2] holds its slot (kDue in the due list), so removal finds
+ *   it without dividing.
+ * - A timer in slot s has e mod N == s and e >= cur; slot_min[s] is <= every
+ *   deadline in the slot (it may be stale but low after a cancel, which costs
+ *   at most one extra walk). Due timers have e <= cur; due_min is a lower
+ *   bound of their deadlines.
+ * - Occupancy bits are set exactly for the non-empty slots; count is the
+ *   number of timers in the slots and the due list.
+ * - While the window is valid: no timer in a slot has e before it, and every
+ *   slot holding a timer whose e lies in it is active (active slots are
+ *   occupied; a stale mark after a cancel is cleared when met).
+ *
+ * Cost: insert, remove and reschedule are O(1) and never allocate. The known
+ * cost of one level is a slot whose timers are all in later rounds: a scan of
+ * occupied slots stops there for nothing (an empty round per such slot and
+ * revolution). Instead, when a window is used up, the wheel rebuilds it in
+ * O(occupied slots) through the occupancy bitmap: it starts at the first tick
+ * at which anything may be due, and marks the slots due within it. The next
+ * due slot is then one ctz scan of at most N / 64 + 1 words, next_expiry is
+ * the earliest deadline (no empty rounds unless a cancel left a bound stale),
+ * and a jump of now skips empty revolutions at one rebuild each. What remains
+ * is the hashed wheel's own cost: a visit walks the later-round timers of its
+ * slot, and timers sparser than one per revolution cost a rebuild each
+ * (12 us per timer with N = 4096 and 100k timers over 30 days, against 0.5 us
+ * over one hour). That is what hwheel is for.
+ *
+ * Within a tick, timers whose deadline is not a multiple of tick_ns are
+ * returned before those that are, so the order is monotonic both in the fire
+ * tick and in floor(deadline / tick_ns).
+ */
+#include <cerrno>
+#include <new>
+
+#include "timers.h"
+
+namespace tl::detail {
+namespace {
+
+/* wheel_slots must be a power of two (slot = e & mask) in [1, 2^20]. The loop
+ * passes 4096 (4.096 s of 1 ms ticks per revolution: most I/O timeouts then
+ * never wait a round). Beyond 2^20 the slot arrays (16 bytes a slot) stop
+ * fitting any cache and an empty scan reads 16K words; use hwheel instead. */
+constexpr uint64_t kMaxSlots = uint64_t(1) << 20;
+
+/* Node: link[0] = next, link[1] = prev, link[2] = slot or kDue. */
+static_assert(3 * sizeof(uintptr_t) <= timer_link_bytes, "wheel node fits in tl_timer.link");
+constexpr uintptr_t kDue = UINTPTR_MAX;
+static_assert(kMaxSlots - 1 < kDue, "slot numbers and the due mark differ");
+
+tl_timer *next_of(const tl_timer *t) noexcept {
+    return reinterpret_cast<tl_timer *>(t->link[0]);
+}
+tl_timer *prev_of(const tl_timer *t) noexcept {
+    return reinterpret_cast<tl_timer *>(t->link[1]);
+}
+void set_next(tl_timer *t, tl_timer *n) noexcept {
+    t->link[0] = reinterpret_cast<uintptr_t>(n);
+}
+void set_prev(tl_timer *t, tl_timer *p) noexcept {
+    t->link[1] = reinterpret_cast<uintptr_t>(p);
+}
+
+/* Appends t to the circular list at head, or prepends it when front. */
+void list_push(tl_timer *&head, tl_timer *t, bool front) noexcept {
+    if (!head) {
+        set_next(t, t);
+        set_prev(t, t);
+        head = t;
+        return;
+    }
+    tl_timer *tail = prev_of(head);
+    set_next(t, head);
+    set_prev(t, tail);
+    set_next(tail, t);
+    set_prev(head, t);
+    if (front) head = t;
+}
+
+void list_unlink(tl_timer *&head, tl_timer *t) noexcept {
+    tl_timer *n = next_of(t);
+    if (n == t) {
+        head = nullptr;
+        return;
+    }
+    tl_timer *p = prev_of(t);
+    set_next(p, n);
+    set_prev(n, p);
+    if (head == t) head = n;
+}
+
+class Wheel {
+    static constexpr size_t kNone = SIZE_MAX;
+
+    tl_timer **slots_ = nullptr;
+    uint64_t *slot_min_ = nullptr; /* ns; meaningful for occupied slots only */
+    uint64_t *occupied_ = nullptr;
+    uint64_t *active_ = nullptr; /* slots that may fire within the window */
+    tl_timer *due_ = nullptr;
+    uint64_t due_min_ = 0; /* ns; meaningful while due_ */
+    uint64_t tick_;
+    uint64_t mask_;     /* N - 1 */
+    size_t words_;      /* bitmap words, max(N / 64, 1): a power of two */
+    uint64_t max_tick_; /* ceil(UINT64_MAX / tick): the last fire tick */
+    uint64_t cur_;
+    /* The window: the revolution [window_, window_ + N) of ticks for which
+       active_ is kept, starting at the first tick anything may be due; rebuilt
+       in O(occupied slots) when used up. */
+    uint64_t window_ = 0;
+    bool window_valid_ = false;
+    uint64_t max_time_tick_;  /* UINT64_MAX / tick: the last tick with a time */
+    uint64_t max_first_tick_; /* (UINT64_MAX - 1) / tick, for first_ns */
+    size_t count_ = 0;
+
+    uint64_t fire_tick(uint64_t deadline) const noexcept {
+        return deadline / tick_ + (deadline % tick_ != 0);
+    }
+    /* The time of tick k, saturating at UINT64_MAX ("never"). */
+    uint64_t time_of(uint64_t k) const noexcept {
+        return k > max_time_tick_ ? UINT64_MAX : k * tick_;
+    }
+    /* The least deadline whose fire tick is k. */
+    uint64_t first_ns(uint64_t k) const noexcept {
+        if (k == 0) return 0;
+        return k - 1 > max_first_tick_ ? UINT64_MAX : (k - 1) * tick_ + 1;
+    }
+    uint64_t now_tick(uint64_t now) const noexcept {
+        return now == UINT64_MAX ? max_tick_ : now / tick_;
+    }
+    /* Where scans start: cur, or the window if it starts later (no timer in
+       a slot is due before it). */
+    uint64_t scan_from() const noexcept { return window_valid_ && window_ > cur_ ? window_ : cur_; }
+    /* The first tick at or after from that maps to slot s. */
+    uint64_t visit_tick(uint64_t from, size_t s) const noexcept {
+        return from + ((s - from) & mask_);
+    }
+    /* Whether tick k >= window_ lies in the window. */
+    bool in_window(uint64_t k) const noexcept { return k - window_ <= mask_; }
+
+    static void set_bit(uint64_t *bits, size_t s) noexcept {
+        bits[s >> 6] |= uint64_t(1) << (s & 63);
+    }
+    static void clear_bit(uint64_t *bits, size_t s) noexcept {
+        bits[s >> 6] &= ~(uint64_t(1) << (s & 63));
+    }
+    static bool test_bit(const uint64_t *bits, size_t s) noexcept {
+        return (bits[s >> 6] >> (s & 63)) & 1;
+    }
+
+    /* The first set bit at or after from's slot, wrapping around, or kNone: at
+       most words_ + 1 word reads, each a ctz. */
+    size_t first_set(const uint64_t *bits, uint64_t from) const noexcept {
+        size_t p = size_t(from & mask_);
+        size_t w = p >> 6;
+        uint64_t word = bits[w] & (~uint64_t(0) << (p & 63));
+        for (size_t i = 0; i < words_; ++i) {
+            if (word) return (w << 6) | size_t(__builtin_ctzll(word));
+            w = (w + 1) & (words_ - 1);
+            word = bits[w];
+        }
+        /* Back at cur's word: only the bits below cur's slot are left. */
+        return word ? (w << 6) | size_t(__builtin_ctzll(word)) : kNone;
+    }
+
+    /* e * tick wraps only above UINT64_MAX, and then cannot equal the deadline. */
+    void push_due(tl_timer *t, uint64_t e) noexcept {
+        if (!due_ || t->deadline < due_min_) due_min_ = t->deadline;
+        list_push(due_, t, e * tick_ != t->deadline);
+        t->link[2] = kDue;
+    }
+
+    /* Pre: t in no list, e = its fire tick. Post: t in slot e mod N (marked
+       active if e is in the window), or in the due list if e < cur. Does not
+       touch count. */
+    void file(tl_timer *t, uint64_t e) noexcept {
+        if (e < cur_) {
+            push_due(t, e);
+            return;
+        }
+        size_t s = size_t(e & mask_);
+        if (!slots_[s]) {
+            slot_min_[s] = t->deadline;
+            set_bit(occupied_, s);
+        } else if (t->deadline < slot_min_[s]) {
+            slot_min_[s] = t->deadline;
+        }
+        list_push(slots_[s], t, true);
+        t->link[2] = s;
+        if (window_valid_) {
+            if (e < window_)
+                window_valid_ = false; /* earlier than the window: rebuild it */
+            else if (in_window(e))
+                set_bit(active_, s);
+        }
+    }
+
+    void slot_emptied(size_t s) noexcept {
+        clear_bit(occupied_, s);
+        clear_bit(active_, s);
+    }
+
+    /* Pre: t inside. Post: t in no list; its slot's bits cleared if it emptied.
+       Does not touch count. */
+    void unfile(tl_timer *t) noexcept {
+        if (t->link[2] == kDue) {
+            list_unlink(due_, t);
+            return;
+        }
+        size_t s = size_t(t->link[2]);
+        list_unlink(slots_[s], t);
+        if (!slots_[s]) slot_emptied(s);
+    }
+
+    /* Pre: the due list is empty, slot s is visited at tick T, limit <=
+       time_of(T). Post: its timers with deadline <= limit are in the due list
+       (unaligned deadlines first), slot_min[s] is exact, and s is active only
+       if a timer of tick T is left. */
+    void collect(size_t s, uint64_t T, uint64_t limit) noexcept {
+        tl_timer *t = slots_[s];
+        slots_[s] = nullptr;
+        set_next(prev_of(t), nullptr); /* break the circle at the old tail */
+        uint64_t min = UINT64_MAX;
+        while (t) {
+            tl_timer *n = next_of(t);
+            if (t->deadline <= limit) {
+                push_due(t, T);
+            } else {
+                list_push(slots_[s], t, true);
+                if (t->deadline < min) min = t->deadline;
+            }
+            t = n;
+        }
+        if (!slots_[s]) {
+            slot_emptied(s);
+            return;
+        }
+        slot_min_[s] = min;
+        if (min > time_of(T)) clear_bit(active_, s);
+    }
+
+    /* Pre: some slot occupied. Post: the window starts at the first tick at
+       which anything may be due, w = max(cur, fire tick of the least
+       max(slot_min, first ns of its visit) over the slots), and a slot is
+       active iff its minimum is due by its visit in [w, w + N). Two passes
+       over the occupied slots through the bitmap. */
+    void rebuild() noexcept {
+        uint64_t horizon = UINT64_MAX;
+        for (size_t w = 0; w < words_; ++w) {
+            for (uint64_t word = occupied_[w]; word; word &= word - 1) {
+                size_t s = (w << 6) | size_t(__builtin_ctzll(word));
+                uint64_t lower = first_ns(visit_tick(cur_, s));
+                uint64_t bound = slot_min_[s] > lower ? slot_min_[s] : lower;
+                if (bound < horizon) horizon = bound;
+            }
+        }
+        uint64_t from = fire_tick(horizon);
+        if (from < cur_) from = cur_;
+        for (size_t w = 0; w < words_; ++w) {
+            uint64_t active = 0;
+            for (uint64_t word = occupied_[w]; word; word &= word - 1) {
+                size_t s = (w << 6) | size_t(__builtin_ctzll(word));
+                if (slot_min_[s] <= time_of(visit_tick(from, s))) active |= uint64_t(1) << (s & 63);
+            }
+            active_[w] = active;
+        }
+        window_ = from;
+        window_valid_ = true;
+    }
+
+    /* Pre: some slot occupied. The first slot with a timer due at its visit
+       in the window, which it stores in visit; kNone only on a broken
+       invariant. Clears the active marks of slots found to have nothing due
+       (after cancels) and rebuilds a used-up window. */
+    size_t find_due(uint64_t &visit) noexcept {
+        bool rebuilt = false;
+        if (!window_valid_ || !in_window(cur_ > window_ ? cur_ : window_)) {
+            rebuild();
+            rebuilt = true;
+        }
+        for (;;) {
+            uint64_t from = scan_from();
+            size_t s = first_set(active_, from);
+            if (s != kNone) {
+                visit = visit_tick(from, s);
+                if (in_window(visit)) {
+                    if (slot_min_[s] <= time_of(visit)) return s;
+                    clear_bit(active_, s);
+                    continue;
+                }
+            }
+            /* Nothing left in this window: the next one starts where
+               something is due (a fresh window always has an active slot). */
+            if (rebuilt) return kNone;
+            rebuild();
+            rebuilt = true;
+        }
+    }
+
+public:
+    Wheel(uint64_t tick, uint64_t slots, uint64_t now) noexcept
+        : tick_(tick), mask_(slots - 1), words_(slots >= 64 ? size_t(slots / 64) : 1),
+          max_tick_(UINT64_MAX / tick + (UINT64_MAX % tick != 0)), cur_(now / tick),
+          max_time_tick_(UINT64_MAX / tick), max_first_tick_((UINT64_MAX - 1) / tick) {}
+    Wheel(const Wheel &) = delete;
+    Wheel &operator=(const Wheel &) = delete;
+    ~Wheel() {
+        delete[] slots_;
+        delete[] slot_min_;
+        delete[] occupied_;
+        delete[] active_;
+    }
+
+    /* The only allocation: the slot arrays and bitmaps, once. */
+    bool allocate() noexcept {
+        slots_ = new (std::nothrow) tl_timer *[mask_ + 1]();
+        slot_min_ = new (std::nothrow) uint64_t[mask_ + 1]();
+        occupied_ = new (std::nothrow) uint64_t[words_]();
+        active_ = new (std::nothrow) uint64_t[words_]();
+        return slots_ && slot_min_ && occupied_ && active_;
+    }
+
+    /* Pre: t not inside, t->deadline set (any value, even before now). Post:
+       t inside, in the slot of its fire tick (the due list if that tick has
+       passed). O(1), never fails, never allocates. */
+    int insert(tl_timer *t) noexcept {
+        file(t, fire_tick(t->deadline));
+        ++count_;
+        return 0;
+    }
+
+    /* Pre: t inside. Post: t not inside. O(1). */
+    void remove(tl_timer *t) noexcept {
+        unfile(t);
+        --count_;
+    }
+
+    /* Pre: t inside. Post: t->deadline == deadline, t inside at its new fire
+       tick. Staying in the same slot rewrites the deadline in place; any
+       other change is an unlink and a push, also O(1). */
+    void reschedule(tl_timer *t, uint64_t deadline) noexcept {
+        uint64_t e = fire_tick(deadline);
+        if (t->link[2] != kDue && e >= cur_ && (e & mask_) == t->link[2]) {
+            size_t s = size_t(t->link[2]);
+            t->deadline = deadline;
+            if (deadline < slot_min_[s]) slot_min_[s] = deadline;
+            if (window_valid_) {
+                if (e < window_)
+                    window_valid_ = false;
+                else if (in_window(e))
+                    set_bit(active_, s);
+            }
+            return;
+        }
+        unfile(t);
+        t->deadline = deadline;
+        file(t, e);
+    }
+
+    /* A lower bound of every deadline inside, exact unless a cancel left a
+       minimum stale: the due list's; else the minimum of the first slot due
+       in the window; else the horizon. */
+    uint64_t next_expiry() noexcept {
+        if (due_) return due_min_;
+        if (count_ == 0) return UINT64_MAX;
+        uint64_t visit;
+        size_t s = find_due(visit);
+        if (s == kNone) return 0;
+        uint64_t lower = first_ns(visit);
+        return slot_min_[s] > lower ? slot_min_[s] : lower;
+    }
+
+    /* Pre: now >= every earlier now. Post: returns a timer with fire tick <=
+       now's tick, or of the next tick with deadline <= now, removed, in tick
+       order; NULL once none is left, with cur at least now's tick. */
+    tl_timer *pop_expired(uint64_t now) noexcept {
+        uint64_t nt = now_tick(now);
+        for (;;) {
+            if (due_) {
+                tl_timer *t = due_;
+                list_unlink(due_, t);
+                --count_;
+                return t;
+            }
+            if (count_ == 0) break;
+            uint64_t visit;
+            size_t s = find_due(visit);
+            if (s == kNone) break;
+            /* Only the tick after now's can hold a deadline <= now. */
+            if (visit > nt && visit - nt > 1) break;
+            if (visit <= nt) {
+                collect(s, visit, time_of(visit));
+                /* At the last representable tick cur stays: nothing is later. */
+                cur_ = visit < max_tick_ ? visit + 1 : visit;
+                continue;
+            }
+            if (slot_min_[s] > now) break;
+            collect(s, visit, now); /* a partly elapsed tick */
+            cur_ = visit;
+            if (!due_) break; /* the minimum was stale; it is exact now */
+        }
+        if (nt > cur_) cur_ = nt;
+        return nullptr;
+    }
+
+    size_t count() const noexcept { return count_; }
+
+    const char *check() const noexcept {
+        size_t seen = 0;
+        if (due_) {
+            const tl_timer *t = due_;
+            do {
+                if (++seen > count_)
+                    return check_failed("wheel: more timers linked than count %zu", count_);
+                if (prev_of(next_of(t)) != t || next_of(prev_of(t)) != t)
+                    return check_failed("wheel: broken links in the due list");
+                if (t->link[2] != kDue)
+                    return check_failed("wheel: due timer records slot %llu",
+                                        (unsigned long long)t->link[2]);
+                uint64_t e = fire_tick(t->deadline);
+                if (e > cur_)
+                    return check_failed("wheel: due timer with tick %llu after cur %llu",
+                                        (unsigned long long)e, (unsigned long long)cur_);
+                if (due_min_ > t->deadline)
+                    return check_failed("wheel: due minimum %llu above deadline %llu",
+                                        (unsigned long long)due_min_,
+                                        (unsigned long long)t->deadline);
+                t = next_of(t);
+            } while (t != due_);
+        }
+        if (mask_ + 1 < 64 && (occupied_[0] | active_[0]) >> (mask_ + 1))
+            return check_failed("wheel: bitmap bits beyond slot %llu", (unsigned long long)mask_);
+        for (size_t s = 0; s <= mask_; ++s) {
+            const tl_timer *head = slots_[s];
+            bool occupied = test_bit(occupied_, s);
+            if (occupied != (head != nullptr))
+                return check_failed("wheel: occupancy bit of slot %zu is %d, slot %s", s, occupied,
+                                    head ? "non-empty" : "empty");
+            if (test_bit(active_, s) && !occupied)
+                return check_failed("wheel: empty slot %zu marked active", s);
+            if (!head) continue;
+            uint64_t min = slot_min_[s];
+            const tl_timer *t = head;
+            do {
+                if (++seen > count_)
+                    return check_failed("wheel: more timers linked than count %zu", count_);
+                if (prev_of(next_of(t)) != t || next_of(prev_of(t)) != t)
+                    return check_failed("wheel: broken links in slot %zu", s);
+                if (t->link[2] != s)
+                    return check_failed("wheel: timer in slot %zu records slot %llu", s,
+                                        (unsigned long long)t->link[2]);
+                uint64_t e = fire_tick(t->deadline);
+                if ((e & mask_) != s)
+                    return check_failed("wheel: timer with tick %llu in slot %zu",
+                                        (unsigned long long)e, s);
+                if (e < cur_)
+                    return check_failed("wheel: timer with tick %llu in slot %zu behind cur %llu",
+                                        (unsigned long long)e, s, (unsigned long long)cur_);
+                if (min > t->deadline)
+                    return check_failed("wheel: slot %zu minimum %llu above deadline %llu", s,
+                                        (unsigned long long)min, (unsigned long long)t->deadline);
+                if (window_valid_ && e < window_)
+                    return check_failed("wheel: timer with tick %llu before the window at %llu",
+                                        (unsigned long long)e, (unsigned long long)window_);
+                if (window_valid_ && in_window(e) && !test_bit(active_, s))
+                    return check_failed("wheel: slot %zu holds tick %llu of the window at %llu "
+                                        "but is not active",
+                                        s, (unsigned long long)e, (unsigned long long)window_);
+                t = next_of(t);
+            } while (t != head);
+        }
+        if (seen != count_)
+            return check_failed("wheel: %zu timers linked, count %zu", seen, count_);
+        return nullptr;
+    }
+};
+
+/* The vtable glue. */
+void *create(const tl_timer_config *cfg, uint64_t now) noexcept {
+    if (!cfg || cfg->tick_ns == 0) return nullptr;
+    uint64_t slots = cfg->wheel_slots;
+    if (slots == 0 || (slots & (slots - 1)) != 0 || slots > kMaxSlots) return nullptr;
+    Wheel *w = new (std::nothrow) Wheel(cfg->tick_ns, slots, now);
+    if (w && !w->allocate()) {
+        delete w;
+        w = nullptr;
+    }
+    return w;
+}
+void destroy(void *self) noexcept {
+    delete static_cast<Wheel *>(self);
+}
+int insert(void *self, tl_timer *t) noexcept {
+    return static_cast<Wheel *>(self)->insert(t);
+}
+void remove(void *self, tl_timer *t) noexcept {
+    static_cast<Wheel *>(self)->remove(t);
+}
+void reschedule(void *self, tl_timer *t, uint64_t deadline) noexcept {
+    static_cast<Wheel *>(self)->reschedule(t, deadline);
+}
+uint64_t next_expiry(void *self) noexcept {
+    return static_cast<Wheel *>(self)->next_expiry();
+}
+tl_timer *pop_expired(void *self, uint64_t now) noexcept {
+    return static_cast<Wheel *>(self)->pop_expired(now);
+}
+size_t count(void *self) noexcept {
+    return static_cast<Wheel *>(self)->count();
+}
+
+} // namespace
+
+const tl_timer_backend wheel_backend = {"wheel",    create,      destroy,     insert, remove,
+                                        reschedule, next_expiry, pop_expired, count};
+
+const char *wheel_check(void *self) {
+    return static_cast<Wheel *>(self)->check();
+}
+
+} // namespace tl::detail
