@@ -1,0 +1,1064 @@
+/*
+ * latency.cc: tickloop-bench, the one-command benchmark job.
+ *
+ * What it measures, in one run and one table per workload:
+ *  - timer lateness for every tickloop timer backend x every I/O backend that
+ *    can be created here (both enumerated at run time), next to the kernel's
+ *    own floor (clock_nanosleep(TIMER_ABSTIME), epoll_pwait2 and a timerfd
+ *    doing the same waits with no event loop around them) and the peers:
+ *    libev, libuv, and libevent with and without
+ *    EVENT_BASE_FLAG_PRECISE_TIMER (libevent runs in the helper executable
+ *    tickloop-bench-libevent, see latency_libevent.cc);
+ *      chain: one timer at a time, each callback arms the next one with a
+ *             random delay (log-uniform, 100 us - 10 ms);
+ *      open:  hundreds of timers (800 per round) armed at once with random
+ *             delays, measured as they fire;
+ *    reported as p50/p90/p99/p99.9/max lateness, early fires (must be 0) and
+ *    kernel waits per expiry (tickloop: tl_loop_stats iterations; peers:
+ *    epoll waits counted by wait_counter.cc; kernel rows: their own waits);
+ *  - the cost of restarting a random live timer among 1e5 (and 1e6 with
+ *    --full), for the same set of libraries.
+ * Lateness is defined in latency.h. Every row waits the same schedule (same
+ * seed), in rounds that interleave the rows (so a burst of load elsewhere on
+ * the machine hits them alike); still, the machine is shared and noisy:
+ * compare rows of one run, and trust p50/p90 over the tail.
+ *
+ * Exit status: 1 if any tickloop timer fired early (or on a usage error).
+ *
+ * Usage: tickloop-bench [--json FILE] [--full] [--only chain,open,restart]
+ *        [--timers heap2,...] [--io epoll,...] [--tick-ns N]
+ *        [--timerslack NS] [--seed=N] [--chain-count=N] ...  (--help)
+ */
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/timerfd.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <tickloop/timer_backend.h>
+
+#include "latency.h"
+#include "ops.h"
+#include "ops_tickloop.h"
+#include "wait_counter.h"
+
+#if TL_BENCH_HAVE_LIBEV
+#include "ops_libev.h"
+#endif
+#if TL_BENCH_HAVE_LIBUV
+#include "ops_libuv.h"
+#endif
+
+extern char **environ;
+
+namespace {
+
+using namespace bench;
+
+struct Options {
+    Params params;
+    bool full = false;
+    const char *json = nullptr;
+    std::vector<std::string> only;   /* workloads; empty: all        */
+    std::vector<std::string> timers; /* backend filter; empty: all   */
+    std::vector<std::string> io;     /* I/O kind filter; empty: all  */
+    uint64_t tick_ns = 0;
+    long timerslack = -1;
+    std::string helper;
+    std::vector<size_t> restart_populations{100000};
+};
+
+std::vector<std::string> split(const char *s) {
+    std::vector<std::string> out;
+    std::string cur;
+    for (; *s; ++s) {
+        if (*s == ',') {
+            if (!cur.empty()) out.push_back(cur);
+            cur.clear();
+        } else {
+            cur += *s;
+        }
+    }
+    if (!cur.empty()) out.push_back(cur);
+    return out;
+}
+
+bool wanted(const std::vector<std::string> &filter, const std::string &name) {
+    return filter.empty() || std::find(filter.begin(), filter.end(), name) != filter.end();
+}
+
+/* ------------------------------------------------------------------------ */
+/* tickloop                                                                 */
+/* ------------------------------------------------------------------------ */
+
+struct IoKind {
+    tl_io_kind kind;
+    const char *name;
+};
+/* Every I/O kind of the public enum except AUTO (which is one of these). */
+constexpr IoKind kIoKinds[] = {{TL_IO_EPOLL, "epoll"}, {TL_IO_URING, "io_uring"}};
+
+struct TlConfig {
+    IoKind io;
+    std::string timers;
+    uint64_t tick_ns;
+};
+
+int tl_open(const TlConfig &cfg, tl_loop **loop) {
+    tl_loop_options opts;
+    tl_loop_options_init(&opts);
+    opts.io = cfg.io.kind;
+    opts.timers = cfg.timers.c_str();
+    opts.tick_ns = cfg.tick_ns;
+    return tl_loop_new(loop, &opts);
+}
+
+Result tl_row(const TlConfig &cfg, const char *workload) {
+    Result r;
+    r.impl = "tickloop " + cfg.timers + "/" + cfg.io.name;
+    if (cfg.tick_ns) r.impl += " tick " + std::to_string(cfg.tick_ns) + "ns";
+    r.family = "tickloop";
+    r.workload = workload;
+    return r;
+}
+
+/* One chain of one-shot timers: each callback records its lateness and arms
+   the next link from inside the callback, as an application would. */
+struct TlChain {
+    const std::vector<uint64_t> &delays;
+    std::vector<int64_t> &lateness;
+    size_t next = 0;
+    uint64_t deadline = 0; /* tl_now() + delay of the armed link */
+    int error = 0;
+    size_t deadline_mismatch = 0; /* t->deadline != tl_now() + delay */
+
+    void arm(tl_loop *loop, tl_timer *t) {
+        if (next == delays.size()) return;
+        uint64_t delay = delays[next++];
+        deadline = tl_now(loop) + delay;
+        int rc = tl_timer_start(loop, t, delay, 0);
+        if (rc) error = rc;
+        if (t->deadline != deadline) ++deadline_mismatch;
+    }
+    static void on_timer(tl_loop *loop, tl_timer *t) {
+        uint64_t now = mono_ns(); /* first: the library's own work is not ours */
+        auto *chain = static_cast<TlChain *>(t->data);
+        chain->lateness.push_back((int64_t)(now - chain->deadline));
+        chain->arm(loop, t);
+    }
+};
+
+void tl_finish(Result &r, tl_loop *loop, const tl_loop_stats &before, int rc, int error,
+               size_t mismatch) {
+    tl_loop_stats after;
+    tl_loop_stats_get(loop, &after);
+    r.waits = after.iterations - before.iterations;
+    r.fired = after.timers_fired - before.timers_fired;
+    if (rc < 0) r.note += std::string("tl_loop_run: ") + tl_strerror(rc) + "; ";
+    if (error) r.note += std::string("tl_timer_start: ") + tl_strerror(error) + "; ";
+    if (mismatch)
+        r.note += "tl_timer.deadline differed from tl_now()+delay " + std::to_string(mismatch) +
+                  " times; ";
+}
+
+Result tl_chain(const TlConfig &cfg, const std::vector<uint64_t> &delays) {
+    Result r = tl_row(cfg, "chain");
+    tl_loop *loop;
+    if (int rc = tl_open(cfg, &loop)) {
+        r.skipped = std::string("tl_loop_new: ") + tl_strerror(rc);
+        return r;
+    }
+    r.lateness.reserve(delays.size());
+    TlChain chain{delays, r.lateness};
+    tl_timer t;
+    tl_timer_init(&t, TlChain::on_timer, &chain);
+    tl_loop_stats before;
+    tl_loop_stats_get(loop, &before);
+    uint64_t w0 = mono_ns();
+    /* The cached time is as old as the loop; the first deadline must be
+       computed from the present like every later one. */
+    tl_update_time(loop);
+    chain.arm(loop, &t);
+    int rc = tl_loop_run(loop, TL_RUN_DEFAULT);
+    r.wall_s = (double)(mono_ns() - w0) / 1e9;
+    tl_finish(r, loop, before, rc, chain.error, chain.deadline_mismatch);
+    tl_timer_stop(loop, &t);
+    tl_loop_free(loop);
+    return r;
+}
+
+/* Open loop: all timers armed up front, each records its lateness when it
+   fires; nothing is re-armed. */
+struct TlOpen {
+    tl_timer *timers;
+    std::vector<uint64_t> deadline;
+    std::vector<int64_t> &lateness;
+
+    static void on_timer(tl_loop *, tl_timer *t) {
+        uint64_t now = mono_ns();
+        auto *open = static_cast<TlOpen *>(t->data);
+        open->lateness.push_back((int64_t)(now - open->deadline[(size_t)(t - open->timers)]));
+    }
+};
+
+Result tl_open_loop(const TlConfig &cfg, const std::vector<uint64_t> &delays) {
+    Result r = tl_row(cfg, "open");
+    tl_loop *loop;
+    if (int rc = tl_open(cfg, &loop)) {
+        r.skipped = std::string("tl_loop_new: ") + tl_strerror(rc);
+        return r;
+    }
+    size_t n = delays.size();
+    std::unique_ptr<tl_timer[]> timers(new tl_timer[n]);
+    r.lateness.reserve(n);
+    TlOpen open{timers.get(), std::vector<uint64_t>(n), r.lateness};
+    int error = 0;
+    size_t mismatch = 0;
+    for (size_t i = 0; i < n; ++i) tl_timer_init(&timers[i], TlOpen::on_timer, &open);
+    tl_loop_stats before;
+    tl_loop_stats_get(loop, &before);
+    uint64_t w0 = mono_ns();
+    tl_update_time(loop);
+    for (size_t i = 0; i < n; ++i) {
+        open.deadline[i] = tl_now(loop) + delays[i];
+        if (int rc = tl_timer_start(loop, &timers[i], delays[i], 0)) error = rc;
+        if (timers[i].deadline != open.deadline[i]) ++mismatch;
+    }
+    int rc = tl_loop_run(loop, TL_RUN_DEFAULT);
+    r.wall_s = (double)(mono_ns() - w0) / 1e9;
+    tl_finish(r, loop, before, rc, error, mismatch);
+    for (size_t i = 0; i < n; ++i) tl_timer_stop(loop, &timers[i]);
+    tl_loop_free(loop);
+    return r;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The kernel floor: the same waits with no event loop at all               */
+/* ------------------------------------------------------------------------ */
+
+/* The three ways a thread can wait for an absolute CLOCK_MONOTONIC time.
+   clock_nanosleep and epoll_pwait2 are subject to the thread's timer slack;
+   a timerfd expiry is not, so its row is the floor without slack. */
+enum class KernelWait { nanosleep, epoll, timerfd };
+
+struct KernelWaiter {
+    KernelWait how;
+    int fd = -1;
+    std::string error;
+
+    explicit KernelWaiter(KernelWait h) : how(h) {
+        if (how == KernelWait::epoll && (fd = epoll_create1(EPOLL_CLOEXEC)) < 0)
+            error = std::string("epoll_create1: ") + std::strerror(errno);
+        if (how == KernelWait::timerfd && (fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC)) < 0)
+            error = std::string("timerfd_create: ") + std::strerror(errno);
+    }
+    ~KernelWaiter() {
+        if (fd >= 0) close(fd);
+    }
+    KernelWaiter(const KernelWaiter &) = delete;
+    KernelWaiter &operator=(const KernelWaiter &) = delete;
+
+    static const char *name(KernelWait how) {
+        return how == KernelWait::nanosleep ? "kernel clock_nanosleep"
+               : how == KernelWait::epoll   ? "kernel epoll_pwait2"
+                                            : "kernel timerfd";
+    }
+
+    /* Blocks until deadline; counts each wait. Returns "" or why it failed. */
+    std::string wait_until(uint64_t deadline, uint64_t *waits) {
+        timespec abs{(time_t)(deadline / kSec), (long)(deadline % kSec)};
+        switch (how) {
+        case KernelWait::nanosleep:
+            ++*waits;
+            while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &abs, nullptr) == EINTR) {
+            }
+            return "";
+        case KernelWait::timerfd: {
+            itimerspec its{};
+            its.it_value = abs;
+            if (timerfd_settime(fd, TFD_TIMER_ABSTIME, &its, nullptr) != 0)
+                return std::string("timerfd_settime: ") + std::strerror(errno);
+            uint64_t expirations;
+            ++*waits;
+            while (read(fd, &expirations, sizeof expirations) < 0)
+                if (errno != EINTR) return std::string("read(timerfd): ") + std::strerror(errno);
+            return "";
+        }
+        case KernelWait::epoll:
+            /* epoll_pwait2 takes a relative timeout, computed from a fresh
+               clock read just before the call, as a loop does. */
+            for (;;) {
+                uint64_t now = mono_ns();
+                if (now >= deadline) return "";
+                uint64_t left = deadline - now;
+                timespec rel{(time_t)(left / kSec), (long)(left % kSec)};
+                epoll_event ev;
+                ++*waits;
+                if (epoll_pwait2(fd, &ev, 1, &rel, nullptr) < 0 && errno != EINTR)
+                    return std::string("epoll_pwait2: ") + std::strerror(errno);
+            }
+        }
+        return "";
+    }
+};
+
+Result kernel_row(KernelWait how, const char *workload) {
+    Result r;
+    r.impl = KernelWaiter::name(how);
+    r.family = "kernel";
+    r.workload = workload;
+    return r;
+}
+
+Result kernel_chain(KernelWait how, const std::vector<uint64_t> &delays) {
+    Result r = kernel_row(how, "chain");
+    KernelWaiter waiter(how);
+    if (!waiter.error.empty()) {
+        r.skipped = waiter.error;
+        return r;
+    }
+    r.lateness.reserve(delays.size());
+    uint64_t w0 = mono_ns();
+    /* "now" plays the loop's cached time: the clock read at wake-up. */
+    uint64_t now = mono_ns();
+    for (uint64_t delay : delays) {
+        uint64_t deadline = now + delay;
+        r.skipped = waiter.wait_until(deadline, &r.waits);
+        if (!r.skipped.empty()) break;
+        now = mono_ns();
+        r.lateness.push_back((int64_t)(now - deadline));
+        ++r.fired;
+    }
+    r.wall_s = (double)(mono_ns() - w0) / 1e9;
+    return r;
+}
+
+Result kernel_open(KernelWait how, const std::vector<uint64_t> &delays) {
+    Result r = kernel_row(how, "open");
+    KernelWaiter waiter(how);
+    if (!waiter.error.empty()) {
+        r.skipped = waiter.error;
+        return r;
+    }
+    r.lateness.reserve(delays.size());
+    uint64_t w0 = mono_ns();
+    uint64_t t0 = mono_ns();
+    std::vector<uint64_t> deadlines(delays.size());
+    for (size_t i = 0; i < delays.size(); ++i) deadlines[i] = t0 + delays[i];
+    /* Sorting is the ideal timer structure's work, done for free up front. */
+    std::sort(deadlines.begin(), deadlines.end());
+    size_t next = 0;
+    while (next < deadlines.size()) {
+        r.skipped = waiter.wait_until(deadlines[next], &r.waits);
+        if (!r.skipped.empty()) break;
+        uint64_t now = mono_ns();
+        while (next < deadlines.size() && deadlines[next] <= now) {
+            r.lateness.push_back((int64_t)(mono_ns() - deadlines[next++]));
+            ++r.fired;
+        }
+    }
+    r.wall_s = (double)(mono_ns() - w0) / 1e9;
+    return r;
+}
+
+/* ------------------------------------------------------------------------ */
+/* libev                                                                    */
+/* ------------------------------------------------------------------------ */
+
+#if TL_BENCH_HAVE_LIBEV
+/* libev's deadline is ev_timer.at after ev_timer_start: mn_now + delay in
+   CLOCK_MONOTONIC seconds, the value it compares against. */
+uint64_t ev_deadline(const ev_timer &w) {
+    return (uint64_t)std::llround(w.at * 1e9);
+}
+
+struct EvChain {
+    const std::vector<uint64_t> &delays;
+    std::vector<int64_t> &lateness;
+    size_t next = 0;
+    uint64_t deadline = 0;
+
+    void arm(struct ev_loop *loop, ev_timer *w) {
+        if (next == delays.size()) return;
+        ev_timer_set(w, (double)delays[next++] * 1e-9, 0.);
+        ev_timer_start(loop, w);
+        deadline = ev_deadline(*w);
+    }
+    static void on_timer(struct ev_loop *loop, ev_timer *w, int) {
+        uint64_t now = mono_ns();
+        auto *chain = static_cast<EvChain *>(w->data);
+        chain->lateness.push_back((int64_t)(now - chain->deadline));
+        chain->arm(loop, w);
+    }
+};
+
+struct EvOpen {
+    ev_timer *timers;
+    std::vector<uint64_t> deadline;
+    std::vector<int64_t> &lateness;
+    static void on_timer(struct ev_loop *, ev_timer *w, int) {
+        uint64_t now = mono_ns();
+        auto *open = static_cast<EvOpen *>(w->data);
+        open->lateness.push_back((int64_t)(now - open->deadline[(size_t)(w - open->timers)]));
+    }
+};
+
+Result libev_run(const char *workload, const std::vector<uint64_t> &delays) {
+    Result r;
+    r.impl = "libev " + LibevOps::version();
+    r.family = "peer";
+    r.workload = workload;
+    struct ev_loop *loop = ev_loop_new(EVBACKEND_EPOLL);
+    if (!loop) {
+        r.skipped = "ev_loop_new(EVBACKEND_EPOLL) failed";
+        return r;
+    }
+    r.note = "epoll_wait timeouts in whole ms (rounded up); ";
+    r.lateness.reserve(delays.size());
+    uint64_t waits0 = kernel_waits();
+    uint64_t w0 = mono_ns();
+    ev_now_update(loop);
+    if (std::strcmp(workload, "chain") == 0) {
+        EvChain chain{delays, r.lateness};
+        ev_timer w;
+        ev_timer_init(&w, EvChain::on_timer, 0., 0.);
+        w.data = &chain;
+        chain.arm(loop, &w);
+        ev_run(loop, 0);
+    } else {
+        size_t n = delays.size();
+        std::unique_ptr<ev_timer[]> timers(new ev_timer[n]);
+        EvOpen open{timers.get(), std::vector<uint64_t>(n), r.lateness};
+        for (size_t i = 0; i < n; ++i) {
+            ev_timer_init(&timers[i], EvOpen::on_timer, (double)delays[i] * 1e-9, 0.);
+            timers[i].data = &open;
+            ev_timer_start(loop, &timers[i]);
+            open.deadline[i] = ev_deadline(timers[i]);
+        }
+        ev_run(loop, 0);
+    }
+    r.wall_s = (double)(mono_ns() - w0) / 1e9;
+    r.waits = kernel_waits() - waits0;
+    r.fired = r.lateness.size();
+    ev_loop_destroy(loop);
+    return r;
+}
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* libuv                                                                    */
+/* ------------------------------------------------------------------------ */
+
+#if TL_BENCH_HAVE_LIBUV
+/* libuv's deadline: its cached loop time plus the timeout, in whole ms of
+   CLOCK_MONOTONIC (coarse or not, the same time base). */
+uint64_t uv_deadline(uv_timer_t *t) {
+    return (uv_now(t->loop) + uv_timer_get_due_in(t)) * LibuvOps::resolution_ns;
+}
+
+struct UvChain {
+    const std::vector<uint64_t> &delays;
+    std::vector<int64_t> &lateness;
+    size_t next = 0;
+    uint64_t deadline = 0;
+
+    void arm(uv_timer_t *t) {
+        if (next == delays.size()) return;
+        uv_timer_start(t, on_timer, LibuvOps::to_ms(delays[next++]), 0);
+        deadline = uv_deadline(t);
+    }
+    static void on_timer(uv_timer_t *t) {
+        uint64_t now = mono_ns();
+        auto *chain = static_cast<UvChain *>(t->data);
+        chain->lateness.push_back((int64_t)(now - chain->deadline));
+        chain->arm(t);
+    }
+};
+
+struct UvOpen {
+    uv_timer_t *timers;
+    std::vector<uint64_t> deadline;
+    std::vector<int64_t> &lateness;
+    static void on_timer(uv_timer_t *t) {
+        uint64_t now = mono_ns();
+        auto *open = static_cast<UvOpen *>(t->data);
+        open->lateness.push_back((int64_t)(now - open->deadline[(size_t)(t - open->timers)]));
+    }
+};
+
+Result libuv_run(const char *workload, const std::vector<uint64_t> &delays) {
+    Result r;
+    r.impl = "libuv " + LibuvOps::version();
+    r.family = "peer";
+    r.workload = workload;
+    uv_loop_t loop;
+    if (int rc = uv_loop_init(&loop)) {
+        r.skipped = std::string("uv_loop_init: ") + uv_strerror(rc);
+        return r;
+    }
+    r.note = "delays rounded up to whole ms; ";
+    r.lateness.reserve(delays.size());
+    uint64_t waits0 = kernel_waits();
+    uint64_t w0 = mono_ns();
+    uv_update_time(&loop);
+    size_t n = std::strcmp(workload, "chain") == 0 ? 1 : delays.size();
+    std::unique_ptr<uv_timer_t[]> timers(new uv_timer_t[n]);
+    for (size_t i = 0; i < n; ++i) uv_timer_init(&loop, &timers[i]);
+    if (n == 1) {
+        UvChain chain{delays, r.lateness};
+        timers[0].data = &chain;
+        chain.arm(&timers[0]);
+        uv_run(&loop, UV_RUN_DEFAULT);
+    } else {
+        UvOpen open{timers.get(), std::vector<uint64_t>(n), r.lateness};
+        for (size_t i = 0; i < n; ++i) {
+            timers[i].data = &open;
+            uv_timer_start(&timers[i], UvOpen::on_timer, LibuvOps::to_ms(delays[i]), 0);
+            open.deadline[i] = uv_deadline(&timers[i]);
+        }
+        uv_run(&loop, UV_RUN_DEFAULT);
+    }
+    r.wall_s = (double)(mono_ns() - w0) / 1e9;
+    r.waits = kernel_waits() - waits0;
+    r.fired = r.lateness.size();
+    for (size_t i = 0; i < n; ++i) uv_close(reinterpret_cast<uv_handle_t *>(&timers[i]), nullptr);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    return r;
+}
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* libevent, through the helper executable                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Runs the helper for one workload and collects its RESULT lines. Failures
+   become one skipped row saying why. */
+std::vector<Result> libevent_run(const Options &opt, const char *workload, size_t round) {
+    std::vector<Result> out;
+    auto fail = [&](const std::string &why) {
+        Result r;
+        r.impl = "libevent";
+        r.family = "peer";
+        r.workload = workload;
+        r.skipped = why;
+        out.push_back(r);
+        return out;
+    };
+    if (opt.helper.empty()) return fail("not built (libevent not found by Meson)");
+    if (access(opt.helper.c_str(), X_OK) != 0)
+        return fail(opt.helper + ": " + std::strerror(errno));
+    std::vector<std::string> args{opt.helper, std::string("--workload=") + workload,
+                                  "--round=" + std::to_string(round)};
+    for (auto &a : params_to_args(opt.params)) args.push_back(a);
+    std::vector<char *> argv;
+    for (auto &a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) return fail(std::string("pipe2: ") + std::strerror(errno));
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+    pid_t pid;
+    int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    close(fds[1]);
+    if (rc != 0) {
+        close(fds[0]);
+        return fail(std::string("posix_spawn: ") + std::strerror(rc));
+    }
+    std::string text;
+    char buf[65536];
+    for (ssize_t got; (got = read(fds[0], buf, sizeof buf)) != 0;) {
+        if (got < 0) {
+            if (errno == EINTR) continue;
+            break;
+        }
+        text.append(buf, (size_t)got);
+    }
+    close(fds[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    size_t pos = 0;
+    while (pos < text.size()) {
+        size_t end = text.find('\n', pos);
+        if (end == std::string::npos) end = text.size();
+        Result r;
+        if (decode(text.substr(pos, end - pos), r)) out.push_back(std::move(r));
+        pos = end + 1;
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail("helper exited with status " + std::to_string(status));
+    return out;
+}
+
+/* Adds one round's results of a runner to its totals (matched by row name). */
+void merge(std::vector<Result> &totals, std::vector<Result> round) {
+    for (Result &r : round) {
+        auto it = std::find_if(totals.begin(), totals.end(),
+                               [&](const Result &t) { return t.impl == r.impl; });
+        if (it == totals.end()) {
+            totals.push_back(std::move(r));
+            continue;
+        }
+        if (!it->skipped.empty()) continue;
+        if (!r.skipped.empty()) { /* a row that fails halfway reports the failure */
+            it->skipped = r.skipped;
+            continue;
+        }
+        it->lateness.insert(it->lateness.end(), r.lateness.begin(), r.lateness.end());
+        it->waits += r.waits;
+        it->fired += r.fired;
+        it->wall_s += r.wall_s;
+        it->ops += r.ops;
+        it->op_cpu_ns += r.op_cpu_ns;
+        it->round_ns_per_op.insert(it->round_ns_per_op.end(), r.round_ns_per_op.begin(),
+                                   r.round_ns_per_op.end());
+        if (it->note.find(r.note) == std::string::npos) it->note += r.note;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Tables                                                                   */
+/* ------------------------------------------------------------------------ */
+
+std::string us(int64_t ns) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f", (double)ns / 1e3);
+    return buf;
+}
+
+std::string ratio(double ours, double best) {
+    if (best <= 0) return "-";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2fx", ours / best);
+    return buf;
+}
+
+void print_latency_table(const char *title, const std::vector<Result> &rows) {
+    std::printf("\n== %s ==\n", title);
+    /* The best peer per column, excluding the kernel floor (not a library). */
+    const Result *best50 = nullptr, *best99 = nullptr;
+    std::vector<Stats> stats;
+    for (const Result &r : rows) stats.push_back(stats_of(r.lateness));
+    for (size_t i = 0; i < rows.size(); ++i) {
+        if (rows[i].family != "peer" || !rows[i].skipped.empty() || stats[i].n == 0) continue;
+        if (!best50 || stats[i].p50 < stats_of(best50->lateness).p50) best50 = &rows[i];
+        if (!best99 || stats[i].p99 < stats_of(best99->lateness).p99) best99 = &rows[i];
+    }
+    int64_t b50 = best50 ? stats_of(best50->lateness).p50 : 0;
+    int64_t b99 = best99 ? stats_of(best99->lateness).p99 : 0;
+    std::printf("%-32s %6s %8s %8s %8s %8s %8s %5s %9s %9s %9s\n", "lateness in us", "n", "p50",
+                "p90", "p99", "p99.9", "max", "early", "waits/exp", "p50/peer", "p99/peer");
+    for (size_t i = 0; i < rows.size(); ++i) {
+        const Result &r = rows[i];
+        if (!r.skipped.empty()) {
+            std::printf("%-32s skipped: %s\n", r.impl.c_str(), r.skipped.c_str());
+            continue;
+        }
+        const Stats &s = stats[i];
+        char waits[32];
+        std::snprintf(waits, sizeof waits, "%.2f",
+                      r.fired ? (double)r.waits / (double)r.fired : 0.0);
+        bool ours = r.family == "tickloop";
+        std::printf("%-32s %6zu %8s %8s %8s %8s %8s %5zu %9s %9s %9s\n", r.impl.c_str(), s.n,
+                    us(s.p50).c_str(), us(s.p90).c_str(), us(s.p99).c_str(), us(s.p999).c_str(),
+                    us(s.max).c_str(), s.early, waits,
+                    ours ? ratio((double)s.p50, (double)b50).c_str() : "",
+                    ours ? ratio((double)s.p99, (double)b99).c_str() : "");
+    }
+    if (best50)
+        std::printf("p50/peer, p99/peer: tickloop's figure over the best peer's (below 1: "
+                    "tickloop is less late); best peer: p50 %s (%s us), p99 %s (%s us)\n",
+                    best50->impl.c_str(), us(b50).c_str(), best99->impl.c_str(), us(b99).c_str());
+    for (const Result &r : rows)
+        if (!r.note.empty() && r.skipped.empty())
+            std::printf("note: %s: %s\n", r.impl.c_str(), r.note.c_str());
+    std::fflush(stdout);
+}
+
+void print_ops_table(const char *title, const std::vector<Result> &rows) {
+    std::printf("\n== %s ==\n", title);
+    double best = 0;
+    std::string best_name;
+    for (const Result &r : rows) {
+        if (r.family != "peer" || !r.skipped.empty() || r.ops == 0) continue;
+        double ns = median_ns_per_op(r);
+        if (best == 0 || ns < best) best = ns, best_name = r.impl;
+    }
+    std::printf("%-32s %9s %9s %9s %9s\n", "impl", "live", "restarts", "ns/op", "vs peer");
+    for (const Result &r : rows) {
+        if (!r.skipped.empty()) {
+            std::printf("%-32s skipped: %s\n", r.impl.c_str(), r.skipped.c_str());
+            continue;
+        }
+        double ns = median_ns_per_op(r);
+        std::printf("%-32s %9" PRIu64 " %9" PRIu64 " %9.1f %9s\n", r.impl.c_str(), r.population,
+                    r.ops, ns, r.family == "tickloop" ? ratio(ns, best).c_str() : "");
+    }
+    if (best > 0) std::printf("best peer: %s (%.1f ns/op)\n", best_name.c_str(), best);
+    std::fflush(stdout);
+}
+
+/* ------------------------------------------------------------------------ */
+/* JSON                                                                     */
+/* ------------------------------------------------------------------------ */
+
+std::string json_str(const std::string &s) {
+    std::string out = "\"";
+    for (char c : s) {
+        if (c == '"' || c == '\\')
+            out += '\\', out += c;
+        else if ((unsigned char)c < 0x20) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\u%04x", c);
+            out += buf;
+        } else
+            out += c;
+    }
+    return out + "\"";
+}
+
+bool write_json(const char *path, const std::string &meta, const std::vector<Result> &all,
+                const std::vector<std::string> &notes) {
+    FILE *f = std::fopen(path, "w");
+    if (!f) return false;
+    std::fprintf(f, "{\n  \"meta\": %s,\n  \"notes\": [", meta.c_str());
+    for (size_t i = 0; i < notes.size(); ++i)
+        std::fprintf(f, "%s%s", i ? ", " : "", json_str(notes[i]).c_str());
+    std::fprintf(f, "],\n  \"results\": [\n");
+    for (size_t i = 0; i < all.size(); ++i) {
+        const Result &r = all[i];
+        Stats s = stats_of(r.lateness);
+        std::fprintf(f,
+                     "    {\"impl\": %s, \"family\": %s, \"workload\": %s, \"skipped\": %s, "
+                     "\"note\": %s, \"wall_s\": %.3f",
+                     json_str(r.impl).c_str(), json_str(r.family).c_str(),
+                     json_str(r.workload).c_str(), json_str(r.skipped).c_str(),
+                     json_str(r.note).c_str(), r.wall_s);
+        if (r.workload == "restart") {
+            std::fprintf(f,
+                         ", \"population\": %" PRIu64 ", \"ops\": %" PRIu64
+                         ", \"op_cpu_ns\": %" PRIu64 ", \"ns_per_op\": %.3f",
+                         r.population, r.ops, r.op_cpu_ns, median_ns_per_op(r));
+            std::fprintf(f, ", \"round_ns_per_op\": [");
+            for (size_t j = 0; j < r.round_ns_per_op.size(); ++j)
+                std::fprintf(f, "%s%.3f", j ? "," : "", r.round_ns_per_op[j]);
+            std::fprintf(f, "]");
+        } else {
+            std::fprintf(f,
+                         ", \"n\": %zu, \"p50_ns\": %" PRId64 ", \"p90_ns\": %" PRId64
+                         ", \"p99_ns\": %" PRId64 ", \"p999_ns\": %" PRId64 ", \"max_ns\": %" PRId64
+                         ", \"min_ns\": %" PRId64 ", \"early\": %zu, \"waits\": %" PRIu64
+                         ", \"fired\": %" PRIu64 ", \"lateness_ns\": [",
+                         s.n, s.p50, s.p90, s.p99, s.p999, s.max, s.min, s.early, r.waits, r.fired);
+            for (size_t j = 0; j < r.lateness.size(); ++j)
+                std::fprintf(f, "%s%" PRId64, j ? "," : "", r.lateness[j]);
+            std::fprintf(f, "]");
+        }
+        std::fprintf(f, "}%s\n", i + 1 < all.size() ? "," : "");
+    }
+    std::fprintf(f, "  ]\n}\n");
+    return std::fclose(f) == 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Main                                                                     */
+/* ------------------------------------------------------------------------ */
+
+void usage(const char *argv0) {
+    std::printf(
+        "usage: %s [options]\n"
+        "  --json FILE            also write every number (and every lateness sample) as JSON\n"
+        "  --full                 longer run: 5x the samples, restart at 1e5 and 1e6 live\n"
+        "  --only LIST            workloads among chain,open,restart (default: all)\n"
+        "  --timers LIST          tickloop timer backends (default: all registered)\n"
+        "  --io LIST              tickloop I/O kinds among epoll,io_uring (default: all)\n"
+        "  --tick-ns N            tl_loop_options.tick_ns for the wheels (default: library's)\n"
+        "  --timerslack NS        set this process's timer slack first (prctl; inherited)\n"
+        "  --libevent-helper PATH the libevent helper (default: next to this executable)\n"
+        "  --seed=N --chain-count=N --open-count=N --open-window-ms=N --rounds=N\n"
+        "  --restart-population=N --restart-ops=N --restart-rounds=N   workload sizes\n",
+        argv0);
+}
+
+std::string default_helper() {
+#if TL_BENCH_HAVE_LIBEVENT
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) return "";
+    std::string path(self, (size_t)n);
+    return path.substr(0, path.rfind('/') + 1) + "tickloop-bench-libevent";
+#else
+    return "";
+#endif
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    Options opt;
+    opt.helper = default_helper();
+    bool restart_population_set = false;
+    for (int i = 1; i < argc; ++i) {
+        const char *a = argv[i];
+        auto next = [&]() -> const char * {
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "%s needs a value\n", a);
+                std::exit(2);
+            }
+            return argv[++i];
+        };
+        if (!std::strcmp(a, "--help") || !std::strcmp(a, "-h")) {
+            usage(argv[0]);
+            return 0;
+        } else if (!std::strcmp(a, "--json"))
+            opt.json = next();
+        else if (!std::strcmp(a, "--full"))
+            opt.full = true;
+        else if (!std::strcmp(a, "--only"))
+            opt.only = split(next());
+        else if (!std::strcmp(a, "--timers"))
+            opt.timers = split(next());
+        else if (!std::strcmp(a, "--io"))
+            opt.io = split(next());
+        else if (!std::strcmp(a, "--tick-ns"))
+            opt.tick_ns = std::strtoull(next(), nullptr, 10);
+        else if (!std::strcmp(a, "--timerslack"))
+            opt.timerslack = std::strtol(next(), nullptr, 10);
+        else if (!std::strcmp(a, "--libevent-helper"))
+            opt.helper = next();
+        else if (!std::strncmp(a, "--restart-population=", 21)) {
+            parse_param(a, opt.params);
+            opt.restart_populations = {opt.params.restart_population};
+            restart_population_set = true;
+        } else if (!parse_param(a, opt.params)) {
+            std::fprintf(stderr, "unknown argument %s (see --help)\n", a);
+            return 2;
+        }
+    }
+    if (opt.full) {
+        opt.params.chain_count *= 5;
+        opt.params.open_count *= 5;
+        opt.params.open_window *= 5;
+        if (!restart_population_set) opt.restart_populations = {100000, 1000000};
+    }
+    if (opt.timerslack >= 0 && prctl(PR_SET_TIMERSLACK, (unsigned long)opt.timerslack) != 0) {
+        std::perror("prctl(PR_SET_TIMERSLACK)");
+        return 1;
+    }
+
+    uint64_t start = mono_ns();
+    std::vector<std::string> notes;
+    utsname un;
+    uname(&un);
+    long slack = prctl(PR_GET_TIMERSLACK);
+    std::printf(
+        "tickloop-bench: tickloop %s, kernel %s, %ld CPUs, timer slack %ld ns, seed %" PRIu64
+        "%s\n",
+        tl_version(), un.release, sysconf(_SC_NPROCESSORS_ONLN), slack, opt.params.seed,
+        opt.full ? ", --full" : "");
+    notes.push_back("Timer slack (" + std::to_string(slack) +
+                    " ns) delays every epoll and nanosleep wait by up to that much; timerfd "
+                    "expiries (libevent precise) are exempt.");
+
+    /* The tickloop configurations: every registered backend x every I/O kind
+       whose loop can be created here. */
+    std::vector<TlConfig> configs;
+    size_t n_backends = tl_timer_backend_names(nullptr, 0);
+    std::vector<const char *> names(n_backends);
+    tl_timer_backend_names(names.data(), n_backends);
+    for (const IoKind &io : kIoKinds) {
+        if (!wanted(opt.io, io.name)) continue;
+        tl_loop *probe;
+        tl_loop_options o;
+        tl_loop_options_init(&o);
+        o.io = io.kind;
+        if (int rc = tl_loop_new(&probe, &o)) {
+            std::string note = std::string("tickloop I/O kind ") + io.name +
+                               " skipped: tl_loop_new returned " + tl_strerror(rc);
+            std::printf("note: %s\n", note.c_str());
+            notes.push_back(note);
+            continue;
+        }
+        tl_loop_free(probe);
+        for (const char *name : names)
+            if (wanted(opt.timers, name)) configs.push_back({io, name, opt.tick_ns});
+    }
+    std::string backends_list;
+    for (const char *name : names)
+        backends_list += std::string(backends_list.empty() ? "" : ",") + name;
+    std::printf("timer backends registered: %s\n", backends_list.c_str());
+    std::fflush(stdout);
+
+    std::vector<Result> all;
+    auto add = [&](std::vector<Result> &rows, Result r) {
+        rows.push_back(r);
+        all.push_back(std::move(r));
+    };
+
+    /* Every runner runs its share of round 0, then of round 1, ...; the order
+       within a round rotates so no row always follows the same neighbour. A
+       runner whose rows cannot run is tried once only. */
+    using RunRound = std::function<std::vector<Result>(size_t round)>;
+    auto run_rounds = [&](const std::vector<RunRound> &runners, size_t rounds) {
+        std::vector<std::vector<Result>> per_runner(runners.size());
+        std::vector<bool> dead(runners.size());
+        for (size_t round = 0; round < rounds; ++round)
+            for (size_t k = 0; k < runners.size(); ++k) {
+                size_t i = (k + round) % runners.size();
+                if (dead[i]) continue;
+                std::vector<Result> got = runners[i](round);
+                /* tl_loop_options.timer_slack_ns can change the thread's slack;
+                   the next rows must still wait under the slack printed above. */
+                if (prctl(PR_GET_TIMERSLACK) != slack) {
+                    prctl(PR_SET_TIMERSLACK, (unsigned long)slack);
+                    for (Result &r : got) r.note += "changed the thread's timer slack; ";
+                }
+                bool all_skipped = true;
+                for (const Result &r : got) all_skipped &= !r.skipped.empty();
+                dead[i] = all_skipped;
+                merge(per_runner[i], std::move(got));
+            }
+        std::vector<Result> rows;
+        for (auto &results : per_runner)
+            for (Result &r : results) add(rows, std::move(r));
+        return rows;
+    };
+
+    auto latency_workload = [&](const char *workload, const std::string &title) {
+        bool chain = std::strcmp(workload, "chain") == 0;
+        const Params &p = opt.params;
+        auto delays = [&, chain](size_t round) {
+            return chain ? chain_delays(p, round) : open_delays(p, round);
+        };
+        std::vector<RunRound> runners;
+        for (const TlConfig &cfg : configs)
+            runners.push_back([&, cfg, chain](size_t round) {
+                return std::vector<Result>{chain ? tl_chain(cfg, delays(round))
+                                                 : tl_open_loop(cfg, delays(round))};
+            });
+        for (KernelWait how : {KernelWait::nanosleep, KernelWait::epoll, KernelWait::timerfd})
+            runners.push_back([&, how, chain](size_t round) {
+                return std::vector<Result>{chain ? kernel_chain(how, delays(round))
+                                                 : kernel_open(how, delays(round))};
+            });
+#if TL_BENCH_HAVE_LIBEV
+        runners.push_back(
+            [&](size_t round) { return std::vector<Result>{libev_run(workload, delays(round))}; });
+#endif
+#if TL_BENCH_HAVE_LIBUV
+        runners.push_back(
+            [&](size_t round) { return std::vector<Result>{libuv_run(workload, delays(round))}; });
+#endif
+        runners.push_back([&](size_t round) { return libevent_run(opt, workload, round); });
+        print_latency_table(title.c_str(), run_rounds(runners, p.rounds));
+    };
+
+    if (wanted(opt.only, "chain")) {
+        char title[160];
+        std::snprintf(title, sizeof title,
+                      "chain: %zu one-shot timers in sequence (%zu rounds), delays log-uniform "
+                      "100 us - 10 ms",
+                      opt.params.chain_count, opt.params.rounds);
+        latency_workload("chain", title);
+    }
+    if (wanted(opt.only, "open")) {
+        char title[160];
+        std::snprintf(title, sizeof title,
+                      "open: %zu rounds of %zu timers armed at once, delays uniform %" PRIu64
+                      " ms - %" PRIu64 " ms",
+                      opt.params.rounds, opt.params.open_count / opt.params.rounds,
+                      opt.params.open_min / kMs,
+                      (opt.params.open_min + opt.params.open_window / opt.params.rounds) / kMs);
+        latency_workload("open", title);
+    }
+    if (wanted(opt.only, "restart")) {
+        for (size_t population : opt.restart_populations) {
+            opt.params.restart_population = population;
+            RestartPlan plan = restart_plan(opt.params);
+            /* One round of one library: a fresh loop and population, a slice
+               of the plan's restarts timed. */
+            auto runner = [&](auto make, const char *family) -> RunRound {
+                return [&, make, family](size_t round) {
+                    auto ops = make();
+                    Result r;
+                    r.impl = ops->name();
+                    r.family = family;
+                    r.workload = "restart";
+                    if (!ops->ok()) {
+                        r.skipped = ops->error();
+                    } else {
+                        size_t begin, end;
+                        restart_round(plan, round, opt.params.restart_rounds, &begin, &end);
+                        measure_restart(*ops, plan, begin, end, r);
+                    }
+                    return std::vector<Result>{r};
+                };
+            };
+            std::vector<RunRound> runners;
+            for (const TlConfig &cfg : configs) {
+                if (cfg.io.kind != configs.front().io.kind) continue; /* timers only */
+                std::string timers = cfg.timers;
+                tl_io_kind io = cfg.io.kind;
+                runners.push_back(runner(
+                    [timers, io] { return std::make_unique<TickloopOps>(timers.c_str(), io); },
+                    "tickloop"));
+            }
+#if TL_BENCH_HAVE_LIBEV
+            runners.push_back(runner([] { return std::make_unique<LibevOps>(); }, "peer"));
+#endif
+#if TL_BENCH_HAVE_LIBUV
+            runners.push_back(runner([] { return std::make_unique<LibuvOps>(); }, "peer"));
+#endif
+            runners.push_back([&](size_t round) { return libevent_run(opt, "restart", round); });
+            char title[200];
+            std::snprintf(title, sizeof title,
+                          "restart a random live timer: %zu live, deadlines 1 s - 10 min, %zu "
+                          "restarts in %zu rounds (thread CPU time, median of rounds)",
+                          population, opt.params.restart_ops, opt.params.restart_rounds);
+            print_ops_table(title, run_rounds(runners, opt.params.restart_rounds));
+        }
+    }
+
+    double took = (double)(mono_ns() - start) / 1e9;
+    std::printf("\ntook %.1f s\n", took);
+    if (opt.json) {
+        char meta[1024];
+        std::snprintf(meta, sizeof meta,
+                      "{\"tickloop\": %s, \"kernel\": %s, \"cpus\": %ld, \"timerslack_ns\": %ld, "
+                      "\"seed\": %" PRIu64 ", \"chain_count\": %zu, \"open_count\": %zu, "
+                      "\"open_min_ns\": %" PRIu64 ", \"open_window_ns\": %" PRIu64
+                      ", \"restart_ops\": %zu, \"full\": %s, \"took_s\": %.1f}",
+                      json_str(tl_version()).c_str(), json_str(un.release).c_str(),
+                      sysconf(_SC_NPROCESSORS_ONLN), slack, opt.params.seed, opt.params.chain_count,
+                      opt.params.open_count, opt.params.open_min, opt.params.open_window,
+                      opt.params.restart_ops, opt.full ? "true" : "false", took);
+        if (!write_json(opt.json, meta, all, notes)) {
+            std::fprintf(stderr, "cannot write %s: %s\n", opt.json, std::strerror(errno));
+            return 1;
+        }
+        std::printf("wrote %s\n", opt.json);
+    }
+    /* Early fires break the contract: make the run fail so CI notices. */
+    for (const Result &r : all)
+        if (r.family == "tickloop" && stats_of(r.lateness).early) return 1;
+    return 0;
+}

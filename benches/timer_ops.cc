@@ -1,0 +1,44 @@
+/*
+ * timer_ops.cc: bench-timer-ops, Google Benchmark of timer operations for
+ * every registered tickloop timer backend (enumerated at run time), libev and
+ * libuv side by side; the benchmarks themselves are in timer_ops.h, libevent's
+ * rows in bench-timer-ops-libevent (a separate binary, because Debian's libev
+ * exports libevent's symbol names).
+ *
+ * Rows are named <operation>/<library>/n:<N>/equal:<0|1>, e.g.
+ * restart/heap4/n:100000/equal:0. --huge adds N = 1e7 (1-2 GB, minutes).
+ * Example: bench-timer-ops --benchmark_filter='restart|expire'
+ *          --benchmark_out=ops.json --benchmark_out_format=json
+ */
+#include <cstdio>
+#include <vector>
+
+#include "ops_tickloop.h"
+#include "timer_ops.h"
+
+#if TL_BENCH_HAVE_LIBEV
+#include "ops_libev.h"
+#endif
+#if TL_BENCH_HAVE_LIBUV
+#include "ops_libuv.h"
+#endif
+
+int main(int argc, char **argv) {
+    bool huge = bench::take_flag(argc, argv, "--huge");
+    size_t n = tl_timer_backend_names(nullptr, 0);
+    std::vector<const char *> names(n);
+    tl_timer_backend_names(names.data(), n);
+    for (const char *name : names) bench::register_all<bench::TickloopOps>(name, name, huge);
+#if TL_BENCH_HAVE_LIBEV
+    bench::register_all<bench::LibevOps>("libev", "", huge);
+#endif
+#if TL_BENCH_HAVE_LIBUV
+    bench::register_all<bench::LibuvOps>("libuv", "", huge);
+#endif
+    benchmark::AddCustomContext("tickloop", tl_version());
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+}

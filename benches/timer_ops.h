@@ -1,0 +1,353 @@
+/*
+ * timer_ops.h: the Google Benchmark bodies shared by bench-timer-ops
+ * (timer_ops.cc: tickloop's backends, libev, libuv) and
+ * bench-timer-ops-libevent (timer_ops_libevent.cc), so every library runs
+ * exactly the same code through its adapter (ops.h).
+ *
+ * Benchmarks, each for N live timers (args: N, deadlines):
+ *   start_stop  start then stop one extra timer while N others are live
+ *   restart     move a random live timer to a new deadline (each library's
+ *               idiom: tl_timer_start on an active timer, ev_timer_again,
+ *               uv_timer_start on an active handle, event_add on a pending one)
+ *   cancel      stop random live timers (batches of up to 8192, timed alone;
+ *               the batch is re-armed untimed so N stays between N/2 and N)
+ *   expire      N timers due at once, fired by non-blocking iterations of a
+ *               real loop (tl_loop_run(NOWAIT), ev_run(EVRUN_NOWAIT), ...), as
+ *               many as it takes (counter runs_per_batch: tickloop caps the
+ *               callbacks per iteration); deadlines spread over 20 ms so they
+ *               are all due after a short sleep, outside the timed region
+ *   heartbeat   1e6 connections, a random one restarts its 30 s idle timeout;
+ *               the loop runs a non-blocking iteration every 256 restarts so
+ *               time advances (timers rarely fire: the counter says how many)
+ *   delayed     tasks created with a 30 min delay, 99% cancelled before they
+ *               run (one batch of N creations and cancellations per iteration)
+ * Deadlines: "random" draws distinct delays uniformly in 1 s - 10 min (for
+ * expire: 0 - 20 ms); "equal" gives every timer the same delay, a heap's tie
+ * case, reported as separate rows.
+ *
+ * Counters: ns_per_op and items_per_second come from thread CPU time around
+ * the timed code (this machine is shared; CPU time leaves out the others'
+ * turns). For start_stop and restart the Time column is also ns per op; for
+ * the batched benchmarks it is per batch, so read ns_per_op.
+ */
+#ifndef TICKLOOP_BENCHES_TIMER_OPS_H
+#define TICKLOOP_BENCHES_TIMER_OPS_H
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "latency.h"
+#include "ops.h"
+
+namespace bench {
+
+/* Random draws are pre-computed into rings so the generator is not timed;
+   64 Ki entries are far more than any cache line reuse could exploit. */
+inline constexpr size_t kRing = 1u << 16;
+inline constexpr uint64_t kEqualDelay = 300 * kSec;
+inline constexpr uint64_t kExpireWindow = 20 * kMs;
+
+enum Deadlines : int64_t { kRandom = 0, kEqual = 1 };
+
+struct Population {
+    std::vector<uint64_t> initial; /* delay of each live timer      */
+    std::vector<uint32_t> victim;  /* ring: which timer to operate  */
+    std::vector<uint64_t> delay;   /* ring: new delay               */
+};
+
+inline Population make_population(size_t n, Deadlines d, uint64_t lo = 1 * kSec,
+                                  uint64_t hi = 600 * kSec) {
+    Rng rng(0x74696d6572ull ^ n);
+    Population p;
+    p.initial.resize(n);
+    p.victim.resize(kRing);
+    p.delay.resize(kRing);
+    for (auto &x : p.initial) x = d == kEqual ? kEqualDelay : lo + rng.below(hi - lo);
+    for (size_t i = 0; i < kRing; ++i) {
+        p.victim[i] = (uint32_t)rng.below(n);
+        p.delay[i] = d == kEqual ? kEqualDelay : lo + rng.below(hi - lo);
+    }
+    return p;
+}
+
+/* N live timers of one library, started from the population's delays. */
+template <class Ops>
+struct Live {
+    Ops &ops;
+    size_t n;
+    std::unique_ptr<typename Ops::Timer[]> timers;
+    Live(Ops &o, const std::vector<uint64_t> &delays)
+        : ops(o), n(delays.size()), timers(new typename Ops::Timer[delays.size()]) {
+        for (size_t i = 0; i < n; ++i) ops.init(timers[i]);
+        ops.update_time();
+        for (size_t i = 0; i < n; ++i) ops.start(timers[i], delays[i]);
+    }
+    ~Live() {
+        for (size_t i = 0; i < n; ++i) ops.stop(timers[i]);
+        ops.close(timers.get(), n);
+    }
+    typename Ops::Timer &operator[](size_t i) { return timers[i]; }
+};
+
+inline void report(benchmark::State &st, uint64_t ops, uint64_t ns) {
+    if (ops == 0 || ns == 0) return;
+    st.counters["ns_per_op"] = benchmark::Counter((double)ns / (double)ops);
+    st.counters["items_per_second"] = benchmark::Counter((double)ops * 1e9 / (double)ns);
+}
+
+template <class Ops>
+bool open_ok(benchmark::State &st, Ops &ops) {
+    if (ops.ok()) return true;
+    st.SkipWithError(ops.error().c_str());
+    return false;
+}
+
+template <class Ops>
+void bm_start_stop(benchmark::State &st, const std::string &variant) {
+    size_t n = (size_t)st.range(0);
+    Population p = make_population(n, (Deadlines)st.range(1));
+    Ops ops(variant.c_str());
+    if (!open_ok(st, ops)) return;
+    Live<Ops> live(ops, p.initial);
+    typename Ops::Timer fresh;
+    ops.init(fresh);
+    size_t i = 0;
+    uint64_t c0 = cpu_ns();
+    for (auto _ : st) {
+        ops.start(fresh, p.delay[i++ & (kRing - 1)]);
+        ops.stop(fresh);
+    }
+    report(st, st.iterations(), cpu_ns() - c0);
+    ops.close(&fresh, 1);
+}
+
+template <class Ops>
+void bm_restart(benchmark::State &st, const std::string &variant) {
+    size_t n = (size_t)st.range(0);
+    Population p = make_population(n, (Deadlines)st.range(1));
+    Ops ops(variant.c_str());
+    if (!open_ok(st, ops)) return;
+    Live<Ops> live(ops, p.initial);
+    size_t i = 0;
+    uint64_t c0 = cpu_ns();
+    for (auto _ : st) {
+        size_t k = i++ & (kRing - 1);
+        ops.restart(live[p.victim[k]], p.delay[k]);
+    }
+    report(st, st.iterations(), cpu_ns() - c0);
+}
+
+template <class Ops>
+void bm_cancel(benchmark::State &st, const std::string &variant) {
+    size_t n = (size_t)st.range(0);
+    Population p = make_population(n, (Deadlines)st.range(1));
+    Ops ops(variant.c_str());
+    if (!open_ok(st, ops)) return;
+    Live<Ops> live(ops, p.initial);
+    std::vector<uint32_t> order(n);
+    std::iota(order.begin(), order.end(), 0u);
+    Rng rng(n);
+    size_t batch = std::max<size_t>(1, std::min<size_t>(n / 2, 8192));
+    size_t pos = n, ring = 0;
+    uint64_t ops_done = 0, ns = 0;
+    for (auto _ : st) {
+        if (pos + batch > n) { /* a fresh random order, so every timer is live again */
+            for (size_t i = n - 1; i > 0; --i) std::swap(order[i], order[rng.below(i + 1)]);
+            pos = 0;
+        }
+        uint64_t c0 = cpu_ns();
+        for (size_t j = 0; j < batch; ++j) ops.stop(live[order[pos + j]]);
+        uint64_t c1 = cpu_ns();
+        for (size_t j = 0; j < batch; ++j)
+            ops.start(live[order[pos + j]], p.delay[ring++ & (kRing - 1)]);
+        pos += batch;
+        st.SetIterationTime((double)(c1 - c0) / 1e9);
+        ops_done += batch;
+        ns += c1 - c0;
+    }
+    report(st, ops_done, ns);
+}
+
+template <class Ops>
+void bm_expire(benchmark::State &st, const std::string &variant) {
+    size_t n = (size_t)st.range(0);
+    Deadlines d = (Deadlines)st.range(1);
+    Population p = make_population(n, kRandom, 0, kExpireWindow);
+    if (d == kEqual) std::fill(p.initial.begin(), p.initial.end(), kExpireWindow);
+    Ops ops(variant.c_str());
+    if (!open_ok(st, ops)) return;
+    std::unique_ptr<typename Ops::Timer[]> timers(new typename Ops::Timer[n]);
+    for (size_t i = 0; i < n; ++i) ops.init(timers[i]);
+    uint64_t ops_done = 0, ns = 0, runs = 0;
+    for (auto _ : st) {
+        ops.fired = 0;
+        ops.update_time();
+        for (size_t i = 0; i < n; ++i) ops.start(timers[i], p.initial[i]);
+        /* Every deadline has passed by every library's reckoning: the window,
+           plus libuv's whole-ms truncation and libevent's 4 ms coarse clock. */
+        uint64_t due = mono_ns() + kExpireWindow + 10 * kMs;
+        timespec ts{(time_t)(due / kSec), (long)(due % kSec)};
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) != 0) {
+        }
+        /* As many non-blocking iterations as the library needs: tickloop
+           bounds the callbacks of one iteration (max_timers_per_iteration,
+           65536 by default) so that I/O is not starved; the peers fire all
+           due timers in one. A run that fires nothing ends the batch. */
+        uint64_t c0 = cpu_ns();
+        for (uint64_t before = ~0ull; ops.fired < n && ops.fired != before;) {
+            before = ops.fired;
+            ops.run_nowait();
+            ++runs;
+        }
+        uint64_t c1 = cpu_ns();
+        st.SetIterationTime((double)(c1 - c0) / 1e9);
+        if (ops.fired != n) {
+            for (size_t i = 0; i < n; ++i) ops.stop(timers[i]);
+            st.SkipWithError(
+                ("fired " + std::to_string(ops.fired) + " of " + std::to_string(n)).c_str());
+            break;
+        }
+        ops_done += n;
+        ns += c1 - c0;
+    }
+    ops.close(timers.get(), n);
+    report(st, ops_done, ns);
+    st.counters["runs_per_batch"] =
+        benchmark::Counter((double)runs / (double)std::max<int64_t>(1, st.iterations()));
+}
+
+template <class Ops>
+void bm_heartbeat(benchmark::State &st, const std::string &variant) {
+    size_t n = (size_t)st.range(0);
+    constexpr uint64_t kIdle = 30 * kSec;
+    /* Connections were opened over the last idle period: staggered deadlines. */
+    Population p = make_population(n, kRandom, 0, kIdle);
+    Ops ops(variant.c_str());
+    if (!open_ok(st, ops)) return;
+    Live<Ops> live(ops, p.initial);
+    ops.fired = 0;
+    size_t i = 0;
+    uint64_t c0 = cpu_ns();
+    for (auto _ : st) {
+        size_t k = i++ & (kRing - 1);
+        ops.restart(live[p.victim[k]], kIdle);
+        if ((i & 255) == 0) ops.run_nowait();
+    }
+    report(st, st.iterations(), cpu_ns() - c0);
+    st.counters["fired"] = benchmark::Counter((double)ops.fired);
+}
+
+template <class Ops>
+void bm_delayed(benchmark::State &st, const std::string &variant) {
+    size_t n = (size_t)st.range(0);
+    constexpr uint64_t kDelay = 1800 * kSec;
+    Ops ops(variant.c_str());
+    if (!open_ok(st, ops)) return;
+    std::unique_ptr<typename Ops::Timer[]> timers(new typename Ops::Timer[n]);
+    for (size_t i = 0; i < n; ++i) ops.init(timers[i]);
+    /* Which tasks get cancelled, and when: a random 99%, each soon after
+       creation (a fixed lag of 64 creations), the 1% survivors at the end. */
+    Rng rng(n);
+    std::vector<uint8_t> cancelled(n);
+    for (auto &c : cancelled) c = rng.below(100) != 0;
+    constexpr size_t kLag = 64;
+    uint64_t ops_done = 0, ns = 0;
+    for (auto _ : st) {
+        uint64_t c0 = cpu_ns();
+        for (size_t i = 0; i < n; ++i) {
+            ops.start(timers[i], kDelay);
+            if (i >= kLag && cancelled[i - kLag]) ops.stop(timers[i - kLag]);
+            if ((i & 255) == 255) ops.run_nowait();
+        }
+        for (size_t i = n > kLag ? n - kLag : 0; i < n; ++i)
+            if (cancelled[i]) ops.stop(timers[i]);
+        uint64_t c1 = cpu_ns();
+        for (size_t i = 0; i < n; ++i) ops.stop(timers[i]); /* the survivors, untimed */
+        st.SetIterationTime((double)(c1 - c0) / 1e9);
+        ops_done += n;
+        ns += c1 - c0;
+    }
+    ops.close(timers.get(), n);
+    report(st, ops_done, ns);
+}
+
+/* Sizes: 1e3 - 1e6, and 1e7 when asked (about 1-2 GB and minutes per row). */
+inline std::vector<int64_t> sizes(bool huge) {
+    std::vector<int64_t> s{1000, 10000, 100000, 1000000};
+    if (huge) s.push_back(10000000);
+    return s;
+}
+
+/* Explicit iteration counts for expire: each iteration sleeps ~30 ms, which
+   Google Benchmark's own calibration (on manual time) would multiply. */
+inline int64_t expire_iterations(int64_t n) {
+    return n <= 1000 ? 50 : n <= 10000 ? 20 : n <= 100000 ? 8 : n <= 1000000 ? 3 : 1;
+}
+
+/* Registers every benchmark above for one library (label: the row name, e.g.
+   "heap4" or "libev"; variant: passed to the adapter's constructor). */
+template <class Ops>
+void register_all(const std::string &label, const std::string &variant, bool huge) {
+    auto with_sizes = [&](benchmark::internal::Benchmark *b, bool both) {
+        for (int64_t n : sizes(huge)) {
+            b->Args({n, kRandom});
+            if (both) b->Args({n, kEqual});
+        }
+        b->ArgNames({"n", "equal"});
+        return b;
+    };
+    with_sizes(
+        benchmark::RegisterBenchmark(("start_stop/" + label).c_str(), bm_start_stop<Ops>, variant),
+        true);
+    with_sizes(benchmark::RegisterBenchmark(("restart/" + label).c_str(), bm_restart<Ops>, variant),
+               true);
+    with_sizes(benchmark::RegisterBenchmark(("cancel/" + label).c_str(), bm_cancel<Ops>, variant),
+               true)
+        ->UseManualTime();
+    /* One registration per size: expire fixes its iteration count per size. */
+    for (int64_t n : sizes(huge)) {
+        benchmark::RegisterBenchmark(("expire/" + label).c_str(), bm_expire<Ops>, variant)
+            ->Args({n, kRandom})
+            ->ArgNames({"n", "equal"})
+            ->Iterations(expire_iterations(n))
+            ->UseManualTime();
+        benchmark::RegisterBenchmark(("expire/" + label).c_str(), bm_expire<Ops>, variant)
+            ->Args({n, kEqual})
+            ->ArgNames({"n", "equal"})
+            ->Iterations(expire_iterations(n))
+            ->UseManualTime();
+    }
+    benchmark::RegisterBenchmark(("heartbeat/" + label).c_str(), bm_heartbeat<Ops>, variant)
+        ->Arg(1000000)
+        ->ArgNames({"n"});
+    benchmark::RegisterBenchmark(("delayed/" + label).c_str(), bm_delayed<Ops>, variant)
+        ->Arg(1000000)
+        ->ArgNames({"n"})
+        ->Iterations(3)
+        ->UseManualTime();
+}
+
+/* Removes our own flag (--huge) before Google Benchmark parses the rest. */
+inline bool take_flag(int &argc, char **argv, const char *flag) {
+    bool found = false;
+    int out = 1;
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], flag) == 0)
+            found = true;
+        else
+            argv[out++] = argv[i];
+    }
+    argc = out;
+    return found;
+}
+
+} // namespace bench
+
+#endif /* TICKLOOP_BENCHES_TIMER_OPS_H */
