@@ -3,9 +3,10 @@
  *
  * Shows a repeating timer, an fd watcher (a pipe this program writes to from
  * a timer) and a signal watcher (SIGINT stops the loop early). Runs for about
- * half a second on every registered timer backend, printing what fired.
+ * half a second on every registered timer backend (or the one given with
+ * --timers), printing what fired.
  *
- *   hello [--help]
+ *   hello [--io epoll|io_uring|auto] [--timers NAME] [--help]
  */
 #define _POSIX_C_SOURCE 200809L
 #include <signal.h>
@@ -55,9 +56,10 @@ static void on_sigint(tl_loop *loop, tl_signal *s, int signo) {
     stop_all(loop, s->data);
 }
 
-static int run_backend(const char *name) {
+static int run_backend(tl_io_kind io, const char *name) {
     tl_loop_options opts;
     tl_loop_options_init(&opts);
+    opts.io = io;
     opts.timers = name;
     tl_loop *loop;
     int r = tl_loop_new(&loop, &opts);
@@ -67,7 +69,11 @@ static int run_backend(const char *name) {
     }
     struct demo d;
     memset(&d, 0, sizeof d);
-    if (pipe(d.pipe_fds) < 0) return 1;
+    if (pipe(d.pipe_fds) < 0) {
+        perror("pipe");
+        tl_loop_free(loop);
+        return 1;
+    }
     tl_timer_init(&d.tick, on_tick, &d);
     tl_timer_init(&d.done, on_done, &d);
     tl_io_init(&d.reader, d.pipe_fds[0], on_readable, &d);
@@ -89,16 +95,39 @@ static int run_backend(const char *name) {
     return tl_loop_free(loop) == 0 && d.ticks >= 9 && d.reads >= 1 ? 0 : 1;
 }
 
+static void usage(FILE *out, const char *argv0) {
+    fprintf(out,
+            "usage: %s [--io epoll|io_uring|auto] [--timers NAME] [--help]\n"
+            "Runs a timer, a pipe watcher and a SIGINT watcher for 0.5 s on every registered\n"
+            "timer backend, or on the one named (tickloop %s).\n",
+            argv0, tl_version());
+}
+
 int main(int argc, char **argv) {
-    if (argc > 1) {
-        printf("usage: %s\nRuns a timer, a pipe watcher and a SIGINT watcher for 0.5 s "
-               "on every registered timer backend (tickloop %s).\n",
-               argv[0], tl_version());
-        return strcmp(argv[1], "--help") == 0 ? 0 : 2;
+    tl_io_kind io = TL_IO_AUTO;
+    const char *timers = NULL;
+    for (int i = 1; i < argc; i += 2) {
+        const char *opt = argv[i], *val = argv[i + 1]; /* argv[argc] is NULL */
+        if (strcmp(opt, "--help") == 0) {
+            usage(stdout, argv[0]);
+            return 0;
+        } else if (val && strcmp(opt, "--io") == 0 && strcmp(val, "epoll") == 0) {
+            io = TL_IO_EPOLL;
+        } else if (val && strcmp(opt, "--io") == 0 && strcmp(val, "io_uring") == 0) {
+            io = TL_IO_URING;
+        } else if (val && strcmp(opt, "--io") == 0 && strcmp(val, "auto") == 0) {
+            io = TL_IO_AUTO;
+        } else if (val && strcmp(opt, "--timers") == 0) {
+            timers = val; /* an unknown name: tl_loop_new says -ENOENT */
+        } else {
+            usage(stderr, argv[0]);
+            return 2;
+        }
     }
+    if (timers) return run_backend(io, timers);
     const char *names[16];
     size_t n = tl_timer_backend_names(names, 16);
     int failed = 0;
-    for (size_t i = 0; i < n && i < 16; i++) failed |= run_backend(names[i]);
+    for (size_t i = 0; i < n && i < 16; i++) failed |= run_backend(io, names[i]);
     return failed;
 }

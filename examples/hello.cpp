@@ -4,7 +4,7 @@
 // writes to, a signal watcher (SIGINT stops early) and a one-shot timer that
 // ends the program after half a second.
 //
-//   hello_cpp [--timers heap2|heap4|wheel|hwheel] [--help]
+//   hello_cpp [--io epoll|io_uring|auto] [--timers heap2|heap4|wheel|hwheel] [--help]
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -17,13 +17,25 @@ using namespace std::chrono_literals;
 int main(int argc, char **argv) {
     tickloop::Options options;
     for (int i = 1; i < argc; ++i) {
-        if (std::strcmp(argv[i], "--timers") == 0 && i + 1 < argc) {
+        const char *val = i + 1 < argc ? argv[i + 1] : nullptr;
+        if (val && std::strcmp(argv[i], "--timers") == 0) {
             options.timers = argv[++i];
+        } else if (val && std::strcmp(argv[i], "--io") == 0 && std::strcmp(val, "epoll") == 0) {
+            options.io = TL_IO_EPOLL;
+            ++i;
+        } else if (val && std::strcmp(argv[i], "--io") == 0 && std::strcmp(val, "io_uring") == 0) {
+            options.io = TL_IO_URING;
+            ++i;
+        } else if (val && std::strcmp(argv[i], "--io") == 0 && std::strcmp(val, "auto") == 0) {
+            options.io = TL_IO_AUTO;
+            ++i;
         } else {
-            std::printf("usage: %s [--timers NAME]\nA timer, a pipe watcher and a SIGINT watcher "
-                        "for 0.5 s (tickloop %s).\n",
-                        argv[0], tl_version());
-            return std::strcmp(argv[i], "--help") == 0 ? 0 : 2;
+            bool help = std::strcmp(argv[i], "--help") == 0;
+            std::fprintf(help ? stdout : stderr,
+                         "usage: %s [--io epoll|io_uring|auto] [--timers NAME]\nA timer, a pipe "
+                         "watcher and a SIGINT watcher for 0.5 s (tickloop %s).\n",
+                         argv[0], tl_version());
+            return help ? 0 : 2;
         }
     }
     int fds[2];

@@ -1,0 +1,770 @@
+/*
+ * http_hello.c: a keep-alive HTTP/1.1 server answering GET / with "Hello, World!".
+ *
+ * Shows how a real server uses tickloop:
+ * - one loop per worker thread, each with its own SO_REUSEPORT listener, so the
+ *   kernel spreads connections over the threads and no state is shared;
+ * - a per-connection idle timer restarted on every request: the heartbeat
+ *   pattern, tl_timer_start() on an active timer reschedules it (O(1) on the
+ *   wheels, O(log n) on the heaps) with no allocation;
+ * - a second timer bounding how long one request's header may take to arrive,
+ *   so a slow client (slowloris) cannot hold a connection with a trickle;
+ * - non-blocking sockets, pipelined requests answered in order with one write
+ *   per batch, and back-pressure: a client that does not read its responses
+ *   is not read from either;
+ * - EMFILE on accept without spinning: a reserved descriptor is given up to
+ *   accept and close the connection, and if even that fails accepting pauses
+ *   for a while on a timer;
+ * - signals handled by the main thread's loop (tl_signal), which stops the
+ *   workers with tl_async; every handle is stopped and every loop freed, the
+ *   statistics are printed, and the process exits 0.
+ *
+ *   http_hello [--port N] [--bind ADDR] [--threads N] [--idle-ms N]
+ *              [--header-ms N] [--io epoll|io_uring|auto] [--timers NAME] [--help]
+ *
+ * Once every worker is ready it prints "listening on ADDR:PORT ..." on stdout
+ * (--port 0 lets the kernel pick a free port). Try:
+ *   curl -v http://127.0.0.1:8080/          wrk -t2 -c256 -d3s http://127.0.0.1:8080/
+ *
+ * The tl_*_stop() calls below are not checked: they fail only on misuse
+ * (a NULL handle, or one active on another loop), which this file never does.
+ */
+#define _GNU_SOURCE /* accept4, memmem, SO_REUSEPORT */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <tickloop/tickloop.h>
+
+#define MS ((uint64_t)1000000)
+
+enum {
+    /* A request header larger than this is answered with 431 and the
+     * connection closed, as most servers do (nginx's default is 1 KiB + 8 KiB). */
+    IN_CAP = 4096,
+    /* Room for the responses of a batch of pipelined requests; requests are
+     * parsed only while a whole response still fits. */
+    OUT_CAP = 16384,
+    RESPONSE_MAX = 256,
+    /* Connections accepted per readiness callback before other watchers get a
+     * turn; the listener stays readable, so the rest come next iteration. */
+    ACCEPT_BATCH = 64,
+    MAX_THREADS = 256,
+};
+
+/* How long accepting pauses when the process is out of descriptors and the
+ * reserved one is gone too: long enough not to spin, short enough to recover
+ * quickly once connections close. */
+static const uint64_t ACCEPT_PAUSE_NS = 100 * MS;
+
+static const char HELLO_BODY[] = "Hello, World!\n";
+
+struct config {
+    struct in_addr addr;
+    int port;
+    int threads;
+    uint64_t idle_ns;
+    uint64_t header_ns;
+    tl_loop_options loop_options;
+};
+
+struct worker;
+
+struct conn {
+    tl_io io;
+    tl_timer idle;   /* closes a connection with no request for idle_ns       */
+    tl_timer header; /* closes a connection whose request header is too slow */
+    struct worker *worker;
+    struct conn *prev, *next;
+    int peer_closed;       /* read EOF: answer what was received, then close */
+    int close_after_write; /* "Connection: close", HTTP/1.0 or a bad request */
+    size_t in_len;
+    size_t out_off, out_len;
+    char in[IN_CAP];
+    char out[OUT_CAP];
+};
+
+struct server;
+
+struct worker {
+    int index;
+    pthread_t thread;
+    struct server *server;
+    int listen_fd;
+    int spare_fd; /* reserved for the EMFILE trick; -1 while given up */
+    tl_loop *loop;
+    tl_io listener;
+    tl_timer accept_resume;
+    tl_async stop;
+    struct conn *conns;
+    int setup_err; /* 0, or the negative errno that made setup fail */
+    int exit_err;  /* 0, or the negative errno of the final tl_loop_free */
+    /* Counters, read by the main thread after the worker has finished. */
+    uint64_t accepted, requests, idle_closed, header_closed, shed, accept_pauses;
+    tl_loop_stats stats;
+};
+
+struct server {
+    struct config cfg;
+    tl_loop *loop; /* the main thread's: signals and worker exits */
+    tl_signal sigint, sigterm;
+    tl_async worker_exit;
+    pthread_barrier_t ready;
+    struct worker *workers;
+    int started; /* threads created */
+    atomic_int finished;
+    int stopping;
+    int exit_code;
+};
+
+/* ------------------------------------------------------------------------ */
+/* Connections                                                              */
+/* ------------------------------------------------------------------------ */
+
+static void conn_close(struct conn *c) {
+    struct worker *w = c->worker;
+    tl_io_stop(w->loop, &c->io);
+    tl_timer_stop(w->loop, &c->idle);
+    tl_timer_stop(w->loop, &c->header);
+    close(c->io.fd);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        w->conns = c->next;
+    if (c->next) c->next->prev = c->prev;
+    free(c);
+}
+
+static void conn_on_idle(tl_loop *loop, tl_timer *t) {
+    struct conn *c = t->data;
+    (void)loop;
+    c->worker->idle_closed++;
+    conn_close(c); /* a callback may free the timers it belongs to */
+}
+
+static void conn_on_header_timeout(tl_loop *loop, tl_timer *t) {
+    struct conn *c = t->data;
+    (void)loop;
+    c->worker->header_closed++;
+    conn_close(c);
+}
+
+/* Finds a header in [headers, end) and returns its value, or NULL. */
+static const char *header_value(const char *headers, const char *end, const char *name,
+                                size_t *value_len) {
+    size_t name_len = strlen(name);
+    for (const char *line = headers; line < end;) {
+        const char *eol = memmem(line, (size_t)(end - line), "\r\n", 2);
+        if (!eol) eol = end;
+        if ((size_t)(eol - line) > name_len && line[name_len] == ':' &&
+            strncasecmp(line, name, name_len) == 0) {
+            const char *v = line + name_len + 1;
+            while (v < eol && (*v == ' ' || *v == '\t')) v++;
+            *value_len = (size_t)(eol - v);
+            return v;
+        }
+        line = eol + 2;
+    }
+    return NULL;
+}
+
+static int value_has_token(const char *v, size_t len, const char *token) {
+    size_t n = strlen(token);
+    for (size_t i = 0; i + n <= len; i++)
+        if (strncasecmp(v + i, token, n) == 0) return 1;
+    return 0;
+}
+
+static void conn_respond(struct conn *c, const char *status, const char *body, int head_only) {
+    size_t body_len = strlen(body);
+    int n = snprintf(c->out + c->out_len, OUT_CAP - c->out_len,
+                     "HTTP/1.1 %s\r\nServer: tickloop\r\nContent-Type: text/plain\r\n"
+                     "Content-Length: %zu\r\n%s\r\n%s",
+                     status, body_len, c->close_after_write ? "Connection: close\r\n" : "",
+                     head_only ? "" : body);
+    /* RESPONSE_MAX bounds every response this server writes. */
+    if (n > 0 && (size_t)n < OUT_CAP - c->out_len) c->out_len += (size_t)n;
+}
+
+/* Answers one complete request header [req, req + len), which ends in CRLFCRLF. */
+static void conn_handle_request(struct conn *c, const char *req, size_t len) {
+    const char *end = req + len - 2; /* keep the last header's CRLF */
+    const char *eol = memmem(req, len, "\r\n", 2);
+    const char *sp1 = memchr(req, ' ', (size_t)(eol - req));
+    const char *sp2 = sp1 ? memchr(sp1 + 1, ' ', (size_t)(eol - sp1 - 1)) : NULL;
+    if (!sp1 || !sp2) {
+        c->close_after_write = 1;
+        conn_respond(c, "400 Bad Request", "bad request line\n", 0);
+        return;
+    }
+    size_t method_len = (size_t)(sp1 - req);
+    const char *target = sp1 + 1;
+    size_t target_len = (size_t)(sp2 - target);
+    const char *version = sp2 + 1;
+    size_t version_len = (size_t)(eol - version);
+    int http10 = version_len == 8 && memcmp(version, "HTTP/1.0", 8) == 0;
+    int http11 = version_len == 8 && memcmp(version, "HTTP/1.1", 8) == 0;
+    int get = method_len == 3 && memcmp(req, "GET", 3) == 0;
+    int head = method_len == 4 && memcmp(req, "HEAD", 4) == 0;
+
+    /* HTTP/1.1 keeps the connection unless told otherwise; 1.0 closes it
+     * unless told otherwise. */
+    size_t vlen;
+    const char *conn_hdr = header_value(eol + 2, end, "Connection", &vlen);
+    if (conn_hdr && value_has_token(conn_hdr, vlen, "close")) c->close_after_write = 1;
+    if (http10 && !(conn_hdr && value_has_token(conn_hdr, vlen, "keep-alive")))
+        c->close_after_write = 1;
+
+    /* This server never reads request bodies, so a request announcing one
+     * would desynchronise the pipeline: answer and close instead. */
+    const char *cl = header_value(eol + 2, end, "Content-Length", &vlen);
+    int has_body = (cl && !(vlen == 1 && cl[0] == '0')) ||
+                   header_value(eol + 2, end, "Transfer-Encoding", &vlen) != NULL;
+
+    if (!http10 && !http11) {
+        c->close_after_write = 1;
+        conn_respond(c, "505 HTTP Version Not Supported", "HTTP/1.0 and 1.1 only\n", 0);
+    } else if (has_body) {
+        c->close_after_write = 1;
+        conn_respond(c, "413 Content Too Large", "no request bodies here\n", 0);
+    } else if (!get && !head) {
+        c->close_after_write = 1;
+        conn_respond(c, "405 Method Not Allowed", "GET or HEAD only\n", 0);
+    } else if (target_len == 1 && target[0] == '/') {
+        conn_respond(c, "200 OK", HELLO_BODY, head);
+    } else {
+        conn_respond(c, "404 Not Found", "not found\n", head);
+    }
+    c->worker->requests++;
+}
+
+/* Parses every complete request in the input buffer while a response fits in
+ * the output buffer, then (re)arms the timers. Returns -1 if c was closed. */
+static int conn_process(struct conn *c) {
+    tl_loop *loop = c->worker->loop;
+    if (c->out_off > 0) { /* keep the unsent output at the front */
+        memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
+        c->out_len -= c->out_off;
+        c->out_off = 0;
+    }
+    size_t off = 0;
+    int served = 0;
+    while (!c->close_after_write && OUT_CAP - c->out_len >= RESPONSE_MAX) {
+        const char *end = memmem(c->in + off, c->in_len - off, "\r\n\r\n", 4);
+        if (!end) {
+            if (off == 0 && c->in_len == IN_CAP) {
+                c->close_after_write = 1;
+                conn_respond(c, "431 Request Header Fields Too Large", "header too large\n", 0);
+                served = 1;
+            }
+            break;
+        }
+        size_t req_len = (size_t)(end + 4 - (c->in + off));
+        conn_handle_request(c, c->in + off, req_len);
+        off += req_len;
+        served = 1;
+    }
+    if (off > 0) memmove(c->in, c->in + off, c->in_len - off);
+    c->in_len -= off;
+
+    int r = 0;
+    /* The heartbeat: each request pushes the idle deadline back. */
+    if (served) r = tl_timer_start(loop, &c->idle, c->worker->server->cfg.idle_ns, 0);
+    /* The header timer runs from the first byte of a request to its end; a
+     * new partial request restarts it, a partial one still arriving does not. */
+    if (r == 0 && c->in_len == 0)
+        tl_timer_stop(loop, &c->header);
+    else if (r == 0 && (served || !tl_timer_active(&c->header)))
+        r = tl_timer_start(loop, &c->header, c->worker->server->cfg.header_ns, 0);
+    if (r < 0) {
+        fprintf(stderr, "http_hello: tl_timer_start: %s\n", tl_strerror(r));
+        conn_close(c);
+        return -1;
+    }
+    return 0;
+}
+
+/* Writes what it can and closes c once it is done with it. Returns -1 if c
+ * was closed. */
+static int conn_flush(struct conn *c) {
+    while (c->out_off < c->out_len) {
+        ssize_t n = send(c->io.fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
+        if (n > 0)
+            c->out_off += (size_t)n;
+        else if (n < 0 && errno == EINTR)
+            continue;
+        else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        else {
+            conn_close(c); /* EPIPE, ECONNRESET: the client is gone */
+            return -1;
+        }
+    }
+    if (c->out_off == c->out_len) {
+        c->out_off = c->out_len = 0;
+        if (c->close_after_write || c->peer_closed) {
+            conn_close(c);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Watches for what c needs next: writable while output is pending; readable
+ * while another response fits (a client that does not read its responses is
+ * not read from either), until EOF or a final answer. */
+static void conn_watch(struct conn *c) {
+    unsigned want = 0;
+    if (c->out_off < c->out_len) want |= TL_WRITE;
+    if (!c->peer_closed && !c->close_after_write && c->in_len < IN_CAP &&
+        OUT_CAP - c->out_len >= RESPONSE_MAX)
+        want |= TL_READ;
+    if (want == c->io.events) return;
+    int r = tl_io_start(c->worker->loop, &c->io, want);
+    if (r < 0) {
+        fprintf(stderr, "http_hello: tl_io_start: %s\n", tl_strerror(r));
+        conn_close(c);
+    }
+}
+
+/* Reads what is available into the input buffer. Returns -1 if c was closed. */
+static int conn_read(struct conn *c) {
+    while (c->in_len < IN_CAP) {
+        ssize_t n = recv(c->io.fd, c->in + c->in_len, IN_CAP - c->in_len, 0);
+        if (n > 0) {
+            c->in_len += (size_t)n;
+            continue;
+        }
+        if (n == 0) {
+            c->peer_closed = 1;
+            break;
+        }
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+        conn_close(c);
+        return -1;
+    }
+    return 0;
+}
+
+static void conn_on_io(tl_loop *loop, tl_io *io, unsigned revents) {
+    struct conn *c = io->data;
+    (void)loop;
+    if ((revents & (TL_READ | TL_ERROR | TL_HUP)) && (c->io.events & TL_READ) && conn_read(c) < 0)
+        return;
+    /* Answer and write until output is stuck (then watch for writable) or
+     * no complete request is left (then watch for readable; a full buffer
+     * without one was answered with 431). A round that only drained a full
+     * output buffer goes again: it made room for requests already read. */
+    for (;;) {
+        size_t in_before = c->in_len, out_before = c->out_len - c->out_off;
+        if (conn_process(c) < 0 || conn_flush(c) < 0) return;
+        if (c->out_len != 0 || c->in_len == 0) break;
+        if (c->in_len == in_before && out_before == 0) break; /* a partial request */
+    }
+    conn_watch(c);
+}
+
+static int conn_open(struct worker *w, int fd) {
+    struct conn *c = malloc(sizeof *c); /* the buffers need no zeroing */
+    if (!c) return -ENOMEM;
+    /* Each batch of responses is written whole; Nagle would only hold back
+     * the next batch until the previous one is acknowledged. */
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    c->worker = w;
+    c->peer_closed = c->close_after_write = 0;
+    c->in_len = c->out_off = c->out_len = 0;
+    tl_io_init(&c->io, fd, conn_on_io, c);
+    tl_timer_init(&c->idle, conn_on_idle, c);
+    tl_timer_init(&c->header, conn_on_header_timeout, c);
+    int r = tl_io_start(w->loop, &c->io, TL_READ);
+    if (r == 0) r = tl_timer_start(w->loop, &c->idle, w->server->cfg.idle_ns, 0);
+    if (r < 0) {
+        tl_io_stop(w->loop, &c->io);
+        free(c);
+        return r;
+    }
+    c->prev = NULL;
+    c->next = w->conns;
+    if (w->conns) w->conns->prev = c;
+    w->conns = c;
+    w->accepted++;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Accepting                                                                */
+/* ------------------------------------------------------------------------ */
+
+static void accept_pause(struct worker *w) {
+    int r = tl_io_stop(w->loop, &w->listener);
+    if (r == 0) r = tl_timer_start(w->loop, &w->accept_resume, ACCEPT_PAUSE_NS, 0);
+    if (r < 0) fprintf(stderr, "http_hello: pausing accept: %s\n", tl_strerror(r));
+    w->accept_pauses++;
+}
+
+/* Out of descriptors, the pending connection keeps the level-triggered
+ * listener readable and the loop would spin on it. Giving up the reserved
+ * descriptor lets us accept the connection and close it at once (the client
+ * sees the connection closed instead of hanging), then we reserve again.
+ * Returns 0 if a connection was shed. */
+static int accept_shed(struct worker *w) {
+    if (w->spare_fd < 0) return -1;
+    close(w->spare_fd);
+    int fd = accept4(w->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd >= 0) {
+        close(fd);
+        w->shed++;
+    }
+    /* Another thread may take the descriptor first; accept_pause covers that. */
+    w->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    return fd >= 0 ? 0 : -1;
+}
+
+static void on_accept(tl_loop *loop, tl_io *io, unsigned revents) {
+    struct worker *w = io->data;
+    (void)loop;
+    (void)revents;
+    for (int i = 0; i < ACCEPT_BATCH; i++) {
+        int fd = accept4(w->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0) {
+            int r = conn_open(w, fd);
+            if (r < 0) {
+                fprintf(stderr, "http_hello: connection setup: %s\n", tl_strerror(r));
+                close(fd);
+            }
+            continue;
+        }
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+        if ((errno == EMFILE || errno == ENFILE) && accept_shed(w) == 0) continue;
+        /* Out of descriptors or memory with nothing left to give up, or an
+         * unexpected error: wait instead of retrying in a tight loop. */
+        if (errno != EMFILE && errno != ENFILE) perror("http_hello: accept4");
+        accept_pause(w);
+        return;
+    }
+}
+
+static void on_accept_resume(tl_loop *loop, tl_timer *t) {
+    struct worker *w = t->data;
+    if (w->spare_fd < 0) w->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    int r = tl_io_start(loop, &w->listener, TL_READ);
+    if (r < 0) {
+        fprintf(stderr, "http_hello: resuming accept: %s\n", tl_strerror(r));
+        r = tl_timer_start(loop, t, ACCEPT_PAUSE_NS, 0);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Workers                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Stops every handle of the worker, so that its loop has nothing left. */
+static void worker_close_all(struct worker *w) {
+    tl_io_stop(w->loop, &w->listener);
+    tl_timer_stop(w->loop, &w->accept_resume);
+    tl_async_stop(w->loop, &w->stop);
+    while (w->conns) conn_close(w->conns);
+}
+
+static void worker_on_stop(tl_loop *loop, tl_async *a) {
+    worker_close_all(a->data);
+    tl_loop_stop(loop);
+}
+
+static int worker_setup(struct worker *w) {
+    tl_io_init(&w->listener, w->listen_fd, on_accept, w);
+    tl_timer_init(&w->accept_resume, on_accept_resume, w);
+    int r = tl_loop_new(&w->loop, &w->server->cfg.loop_options);
+    if (r < 0) {
+        w->loop = NULL;
+        fprintf(stderr, "http_hello: tl_loop_new: %s\n", tl_strerror(r));
+        return r;
+    }
+    if ((r = tl_async_start(w->loop, &w->stop, worker_on_stop, w)) < 0 ||
+        (r = tl_io_start(w->loop, &w->listener, TL_READ)) < 0) {
+        fprintf(stderr, "http_hello: worker setup: %s\n", tl_strerror(r));
+        return r;
+    }
+    return 0;
+}
+
+static void *worker_main(void *arg) {
+    struct worker *w = arg;
+    struct server *s = w->server;
+    w->setup_err = worker_setup(w);
+    pthread_barrier_wait(&s->ready);
+    if (w->setup_err == 0) {
+        int r = tl_loop_run(w->loop, TL_RUN_DEFAULT);
+        if (r < 0) {
+            /* The kernel's wait failed: nothing sensible is left to do, and
+             * tearing down here would race with the main thread's stop send. */
+            fprintf(stderr, "http_hello: tl_loop_run: %s\n", tl_strerror(r));
+            exit(1);
+        }
+    }
+    if (w->loop) {
+        worker_close_all(w);
+        tl_loop_stats_get(w->loop, &w->stats);
+        int r = tl_loop_free(w->loop);
+        if (r < 0) {
+            fprintf(stderr, "http_hello: tl_loop_free: %s\n", tl_strerror(r));
+            w->exit_err = r; /* reported as a failure by the main thread */
+        }
+        w->loop = NULL;
+    }
+    /* The last thing this thread does: the main loop joins it once every
+     * worker got here, so the send below has returned before worker_exit is
+     * stopped. */
+    atomic_fetch_add(&s->finished, 1);
+    tl_async_send(&s->worker_exit);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Main thread                                                              */
+/* ------------------------------------------------------------------------ */
+
+static void server_request_stop(struct server *s) {
+    if (s->stopping) return;
+    s->stopping = 1;
+    for (int i = 0; i < s->started; i++)
+        if (s->workers[i].setup_err == 0) tl_async_send(&s->workers[i].stop);
+}
+
+static void on_signal(tl_loop *loop, tl_signal *sig, int signo) {
+    (void)loop;
+    printf("http_hello: %s, stopping\n", signo == SIGINT ? "SIGINT" : "SIGTERM");
+    server_request_stop(sig->data);
+}
+
+static void on_worker_exit(tl_loop *loop, tl_async *a) {
+    struct server *s = a->data;
+    /* A worker finishes only when told to (or when its setup failed, which
+     * the main thread has seen), so this waits for the last one. */
+    if (atomic_load(&s->finished) < s->started) return;
+    /* Every worker has reached its final tl_async_send; joining waits for
+     * those calls to return, which takes microseconds. */
+    for (int i = 0; i < s->started; i++) pthread_join(s->workers[i].thread, NULL);
+    s->started = 0;
+    tl_async_stop(loop, &s->worker_exit);
+    tl_signal_stop(loop, &s->sigint);
+    tl_signal_stop(loop, &s->sigterm);
+}
+
+/* Opens a non-blocking listening socket; every worker gets its own one on the
+ * same port (SO_REUSEPORT) and the kernel balances connections between them. */
+static int listen_socket(const struct config *cfg, int *port) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -errno;
+    int one = 1;
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr = cfg->addr;
+    sa.sin_port = htons((uint16_t)*port);
+    socklen_t len = sizeof sa;
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0 ||
+        bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 1024) < 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &len) < 0) {
+        int err = -errno;
+        close(fd);
+        return err;
+    }
+    *port = ntohs(sa.sin_port);
+    return fd;
+}
+
+static void usage(FILE *out, const char *argv0) {
+    fprintf(out,
+            "usage: %s [--port N] [--bind ADDR] [--threads N] [--idle-ms N] [--header-ms N]\n"
+            "          [--io epoll|io_uring|auto] [--timers NAME] [--help]\n"
+            "A keep-alive HTTP/1.1 server answering GET / (tickloop %s).\n"
+            "  --port N       TCP port, 0 picks a free one (default 8080)\n"
+            "  --bind ADDR    IPv4 address to listen on (default 127.0.0.1)\n"
+            "  --threads N    worker threads, one loop each (default: online CPUs)\n"
+            "  --idle-ms N    close a connection with no request for N ms (default 5000)\n"
+            "  --header-ms N  close a connection whose request header takes longer\n"
+            "                 than N ms to arrive (default 2000)\n"
+            "  --io KIND      I/O backend (default auto)\n"
+            "  --timers NAME  timer backend: heap2, heap4, wheel, hwheel, ... (default:\n"
+            "                 TICKLOOP_TIMERS, else the library's)\n",
+            argv0, tl_version());
+}
+
+static int parse_number(const char *s, unsigned long long min, unsigned long long max,
+                        unsigned long long *out) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-' || v < min || v > max) return -1;
+    *out = v;
+    return 0;
+}
+
+/* Fills cfg from the command line; returns -1 on an unknown option or a bad value. */
+static int parse_args(int argc, char **argv, struct config *cfg) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    cfg->port = 8080;
+    cfg->threads = cpus < 1 ? 1 : cpus > 64 ? 64 : (int)cpus;
+    cfg->idle_ns = 5000 * MS;
+    cfg->header_ns = 2000 * MS;
+    inet_pton(AF_INET, "127.0.0.1", &cfg->addr);
+    tl_loop_options_init(&cfg->loop_options);
+    for (int i = 1; i < argc; i += 2) {
+        const char *opt = argv[i], *val = argv[i + 1]; /* argv[argc] is NULL */
+        unsigned long long v;
+        if (strcmp(opt, "--help") == 0) {
+            usage(stdout, argv[0]);
+            exit(0);
+        }
+        if (!val) {
+            fprintf(stderr, "%s: %s needs a value\n", argv[0], opt);
+            return -1;
+        }
+        if (strcmp(opt, "--port") == 0 && parse_number(val, 0, 65535, &v) == 0) {
+            cfg->port = (int)v;
+        } else if (strcmp(opt, "--threads") == 0 && parse_number(val, 1, MAX_THREADS, &v) == 0) {
+            cfg->threads = (int)v;
+        } else if (strcmp(opt, "--idle-ms") == 0 && parse_number(val, 1, UINT32_MAX, &v) == 0) {
+            cfg->idle_ns = v * MS;
+        } else if (strcmp(opt, "--header-ms") == 0 && parse_number(val, 1, UINT32_MAX, &v) == 0) {
+            cfg->header_ns = v * MS;
+        } else if (strcmp(opt, "--bind") == 0 && inet_pton(AF_INET, val, &cfg->addr) == 1) {
+            /* stored by inet_pton */
+        } else if (strcmp(opt, "--io") == 0 && strcmp(val, "epoll") == 0) {
+            cfg->loop_options.io = TL_IO_EPOLL;
+        } else if (strcmp(opt, "--io") == 0 && strcmp(val, "io_uring") == 0) {
+            cfg->loop_options.io = TL_IO_URING;
+        } else if (strcmp(opt, "--io") == 0 && strcmp(val, "auto") == 0) {
+            cfg->loop_options.io = TL_IO_AUTO;
+        } else if (strcmp(opt, "--timers") == 0) {
+            cfg->loop_options.timers = val; /* an unknown name: tl_loop_new says -ENOENT */
+        } else {
+            fprintf(stderr, "%s: bad option or value: %s %s\n", argv[0], opt, val);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    struct server s;
+    memset(&s, 0, sizeof s);
+    if (parse_args(argc, argv, &s.cfg) < 0) {
+        usage(stderr, argv[0]);
+        return 2;
+    }
+
+    /* Blocked here, before any thread exists, SIGINT and SIGTERM stay blocked
+     * in every worker (threads inherit the mask), so only the main loop's
+     * signalfd receives them. */
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &mask, NULL);
+
+    int r = tl_loop_new(&s.loop, &s.cfg.loop_options);
+    if (r < 0) {
+        fprintf(stderr, "http_hello: tl_loop_new: %s\n", tl_strerror(r));
+        return 1;
+    }
+    if ((r = tl_signal_start(s.loop, &s.sigint, SIGINT, on_signal, &s)) < 0 ||
+        (r = tl_signal_start(s.loop, &s.sigterm, SIGTERM, on_signal, &s)) < 0 ||
+        (r = tl_async_start(s.loop, &s.worker_exit, on_worker_exit, &s)) < 0) {
+        fprintf(stderr, "http_hello: main loop setup: %s\n", tl_strerror(r));
+        return 1;
+    }
+
+    s.workers = calloc((size_t)s.cfg.threads, sizeof *s.workers);
+    if (!s.workers) return 1;
+    int port = s.cfg.port;
+    for (int i = 0; i < s.cfg.threads; i++) {
+        struct worker *w = &s.workers[i];
+        w->index = i;
+        w->server = &s;
+        w->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        /* The first socket may let the kernel choose the port; the others
+         * then join that one. */
+        w->listen_fd = listen_socket(&s.cfg, &port);
+        if (w->listen_fd < 0) {
+            fprintf(stderr, "http_hello: listen on port %d: %s\n", port, strerror(-w->listen_fd));
+            return 1;
+        }
+    }
+
+    pthread_barrier_init(&s.ready, NULL, (unsigned)s.cfg.threads + 1);
+    for (int i = 0; i < s.cfg.threads; i++) {
+        if ((r = pthread_create(&s.workers[i].thread, NULL, worker_main, &s.workers[i])) != 0) {
+            fprintf(stderr, "http_hello: pthread_create: %s\n", strerror(r));
+            return 1;
+        }
+        s.started++;
+    }
+    pthread_barrier_wait(&s.ready);
+    for (int i = 0; i < s.started; i++) {
+        if (s.workers[i].setup_err < 0) s.exit_code = 1;
+    }
+    if (s.exit_code) {
+        server_request_stop(&s);
+    } else {
+        char addr[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, &s.cfg.addr, addr, sizeof addr);
+        printf("listening on %s:%d threads=%d io=%s timers=%s idle-ms=%llu header-ms=%llu\n", addr,
+               port, s.cfg.threads, tl_loop_io_name(s.loop), tl_loop_timers_name(s.loop),
+               (unsigned long long)(s.cfg.idle_ns / MS),
+               (unsigned long long)(s.cfg.header_ns / MS));
+        fflush(stdout);
+    }
+
+    /* Runs until every worker has finished and been joined. */
+    r = tl_loop_run(s.loop, TL_RUN_DEFAULT);
+    if (r < 0) {
+        fprintf(stderr, "http_hello: tl_loop_run: %s\n", tl_strerror(r));
+        return 1;
+    }
+
+    uint64_t connections = 0, requests = 0;
+    for (int i = 0; i < s.cfg.threads; i++) {
+        struct worker *w = &s.workers[i];
+        printf("worker %d: connections %llu (idle-closed %llu, header-timeout %llu, shed %llu, "
+               "accept pauses %llu) requests %llu | loop: iterations %llu, empty wakeups %llu, "
+               "timers fired %llu, io events %llu\n",
+               i, (unsigned long long)w->accepted, (unsigned long long)w->idle_closed,
+               (unsigned long long)w->header_closed, (unsigned long long)w->shed,
+               (unsigned long long)w->accept_pauses, (unsigned long long)w->requests,
+               (unsigned long long)w->stats.iterations, (unsigned long long)w->stats.empty_wakeups,
+               (unsigned long long)w->stats.timers_fired, (unsigned long long)w->stats.io_events);
+        connections += w->accepted;
+        requests += w->requests;
+        if (w->setup_err < 0 || w->exit_err < 0) s.exit_code = 1;
+        close(w->listen_fd);
+        if (w->spare_fd >= 0) close(w->spare_fd);
+    }
+    printf("total: connections %llu, requests %llu\n", (unsigned long long)connections,
+           (unsigned long long)requests);
+    if ((r = tl_loop_free(s.loop)) < 0) {
+        fprintf(stderr, "http_hello: tl_loop_free: %s\n", tl_strerror(r));
+        s.exit_code = 1;
+    }
+    pthread_barrier_destroy(&s.ready);
+    free(s.workers);
+    return s.exit_code;
+}
