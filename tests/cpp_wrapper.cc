@@ -20,6 +20,15 @@ void *operator new(std::size_t n) {
     if (void *p = std::malloc(n ? n : 1)) return p;
     throw std::bad_alloc();
 }
+// The nothrow form too (the library allocates with it): every new and delete
+// then pairs malloc with free, which AddressSanitizer checks.
+void *operator new(std::size_t n, const std::nothrow_t &) noexcept {
+    ++allocations;
+    return std::malloc(n ? n : 1);
+}
+void operator delete(void *p, const std::nothrow_t &) noexcept {
+    std::free(p);
+}
 void operator delete(void *p) noexcept {
     std::free(p);
 }
