@@ -5,8 +5,10 @@
  * rows in bench-timer-ops-libevent (a separate binary, because Debian's libev
  * exports libevent's symbol names).
  *
- * Rows are named <operation>/<library>/n:<N>/equal:<0|1>, e.g.
- * restart/heap4/n:100000/equal:0. --huge adds N = 1e7 (1-2 GB, minutes).
+ * Rows are named <operation>/<library>/n:<N>/equal:<0|1>[/layout:<0|1>],
+ * e.g. restart/heap4/n:100000/equal:0 or expire/hwheel/n:1000000/equal:0/
+ * layout:1. N runs 1e3 - 1e7; --max-n=1e6 leaves out the 1e7 rows (0.6-1.5 GB
+ * and seconds of set-up each).
  * Example: bench-timer-ops --benchmark_filter='restart|expire'
  *          --benchmark_out=ops.json --benchmark_out_format=json
  */
@@ -24,16 +26,16 @@
 #endif
 
 int main(int argc, char **argv) {
-    bool huge = bench::take_flag(argc, argv, "--huge");
+    int64_t max_n = bench::take_max_n(argc, argv);
     size_t n = tl_timer_backend_names(nullptr, 0);
     std::vector<const char *> names(n);
     tl_timer_backend_names(names.data(), n);
-    for (const char *name : names) bench::register_all<bench::TickloopOps>(name, name, huge);
+    for (const char *name : names) bench::register_all<bench::TickloopOps>(name, name, max_n);
 #if TL_BENCH_HAVE_LIBEV
-    bench::register_all<bench::LibevOps>("libev", "", huge);
+    bench::register_all<bench::LibevOps>("libev", "", max_n);
 #endif
 #if TL_BENCH_HAVE_LIBUV
-    bench::register_all<bench::LibuvOps>("libuv", "", huge);
+    bench::register_all<bench::LibuvOps>("libuv", "", max_n);
 #endif
     benchmark::AddCustomContext("tickloop", tl_version());
     benchmark::Initialize(&argc, argv);

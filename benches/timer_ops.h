@@ -4,7 +4,7 @@
  * bench-timer-ops-libevent (timer_ops_libevent.cc), so every library runs
  * exactly the same code through its adapter (ops.h).
  *
- * Benchmarks, each for N live timers (args: N, deadlines):
+ * Benchmarks, each for N live timers (args: N, deadlines[, layout]):
  *   start_stop  start then stop one extra timer while N others are live
  *   restart     move a random live timer to a new deadline (each library's
  *               idiom: tl_timer_start on an active timer, ev_timer_again,
@@ -15,10 +15,18 @@
  *               real loop (tl_loop_run(NOWAIT), ev_run(EVRUN_NOWAIT), ...), as
  *               many as it takes (counter runs_per_batch: tickloop caps the
  *               callbacks per iteration); deadlines spread over 20 ms so they
- *               are all due after a short sleep, outside the timed region
- *   heartbeat   1e6 connections, a random one restarts its 30 s idle timeout;
- *               the loop runs a non-blocking iteration every 256 restarts so
- *               time advances (timers rarely fire: the counter says how many)
+ *               are all due after a short sleep, outside the timed region.
+ *               layout:0 starts the timers in the order they lie in memory,
+ *               layout:1 in a random order (the k-th timer started lives at a
+ *               random place in the array), which is what a long-running
+ *               server's allocator gives after a while
+ *   heartbeat   1e6 connections, each owning its 30 s idle timeout; a
+ *               "packet" arrives on a random connection, whose handler has
+ *               just touched the connection (so its timer handle is in cache:
+ *               the touch is untimed), then restarts the timeout. Batches of
+ *               256 restarts are timed; after each, one non-blocking loop
+ *               iteration (untimed) lets time advance, and timers rarely fire
+ *               (the counter says how many)
  *   delayed     tasks created with a 30 min delay, 99% cancelled before they
  *               run (one batch of N creations and cancellations per iteration)
  * Deadlines: "random" draws distinct delays uniformly in 1 s - 10 min (for
@@ -35,6 +43,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <numeric>
@@ -48,29 +57,40 @@
 
 namespace bench {
 
-/* Random draws are pre-computed into rings so the generator is not timed;
-   64 Ki entries are far more than any cache line reuse could exploit. */
-inline constexpr size_t kRing = 1u << 16;
+/* Random draws are pre-computed into rings so the generator is not timed.
+   The ring holds 4 draws per live timer (64 Ki - 4 Mi entries): a smaller
+   ring would restart the same few timers over and over, keep them in cache
+   and flatter the large populations. */
+inline constexpr size_t kRingMin = 1u << 16, kRingMax = 1u << 22;
+inline size_t ring_size(size_t n) {
+    size_t r = kRingMin;
+    while (r < 4 * n && r < kRingMax) r <<= 1;
+    return r;
+}
 inline constexpr uint64_t kEqualDelay = 300 * kSec;
 inline constexpr uint64_t kExpireWindow = 20 * kMs;
 
 enum Deadlines : int64_t { kRandom = 0, kEqual = 1 };
+enum Layout : int64_t { kStartOrder = 0, kShuffled = 1 };
 
 struct Population {
     std::vector<uint64_t> initial; /* delay of each live timer      */
     std::vector<uint32_t> victim;  /* ring: which timer to operate  */
     std::vector<uint64_t> delay;   /* ring: new delay               */
+    size_t mask = 0;               /* ring size - 1                 */
 };
 
 inline Population make_population(size_t n, Deadlines d, uint64_t lo = 1 * kSec,
                                   uint64_t hi = 600 * kSec) {
     Rng rng(0x74696d6572ull ^ n);
     Population p;
+    size_t ring = ring_size(n);
+    p.mask = ring - 1;
     p.initial.resize(n);
-    p.victim.resize(kRing);
-    p.delay.resize(kRing);
+    p.victim.resize(ring);
+    p.delay.resize(ring);
     for (auto &x : p.initial) x = d == kEqual ? kEqualDelay : lo + rng.below(hi - lo);
-    for (size_t i = 0; i < kRing; ++i) {
+    for (size_t i = 0; i < ring; ++i) {
         p.victim[i] = (uint32_t)rng.below(n);
         p.delay[i] = d == kEqual ? kEqualDelay : lo + rng.below(hi - lo);
     }
@@ -121,7 +141,7 @@ void bm_start_stop(benchmark::State &st, const std::string &variant) {
     size_t i = 0;
     uint64_t c0 = cpu_ns();
     for (auto _ : st) {
-        ops.start(fresh, p.delay[i++ & (kRing - 1)]);
+        ops.start(fresh, p.delay[i++ & p.mask]);
         ops.stop(fresh);
     }
     report(st, st.iterations(), cpu_ns() - c0);
@@ -138,7 +158,7 @@ void bm_restart(benchmark::State &st, const std::string &variant) {
     size_t i = 0;
     uint64_t c0 = cpu_ns();
     for (auto _ : st) {
-        size_t k = i++ & (kRing - 1);
+        size_t k = i++ & p.mask;
         ops.restart(live[p.victim[k]], p.delay[k]);
     }
     report(st, st.iterations(), cpu_ns() - c0);
@@ -166,7 +186,7 @@ void bm_cancel(benchmark::State &st, const std::string &variant) {
         for (size_t j = 0; j < batch; ++j) ops.stop(live[order[pos + j]]);
         uint64_t c1 = cpu_ns();
         for (size_t j = 0; j < batch; ++j)
-            ops.start(live[order[pos + j]], p.delay[ring++ & (kRing - 1)]);
+            ops.start(live[order[pos + j]], p.delay[ring++ & p.mask]);
         pos += batch;
         st.SetIterationTime((double)(c1 - c0) / 1e9);
         ops_done += batch;
@@ -181,6 +201,13 @@ void bm_expire(benchmark::State &st, const std::string &variant) {
     Deadlines d = (Deadlines)st.range(1);
     Population p = make_population(n, kRandom, 0, kExpireWindow);
     if (d == kEqual) std::fill(p.initial.begin(), p.initial.end(), kExpireWindow);
+    /* at[k]: where in memory the k-th timer started lives. */
+    std::vector<uint32_t> at(n);
+    std::iota(at.begin(), at.end(), 0u);
+    if ((Layout)st.range(2) == kShuffled) {
+        Rng rng(0x6c61796f7574ull ^ n);
+        for (size_t i = n - 1; i > 0; --i) std::swap(at[i], at[rng.below(i + 1)]);
+    }
     Ops ops(variant.c_str());
     if (!open_ok(st, ops)) return;
     std::unique_ptr<typename Ops::Timer[]> timers(new typename Ops::Timer[n]);
@@ -189,7 +216,7 @@ void bm_expire(benchmark::State &st, const std::string &variant) {
     for (auto _ : st) {
         ops.fired = 0;
         ops.update_time();
-        for (size_t i = 0; i < n; ++i) ops.start(timers[i], p.initial[i]);
+        for (size_t k = 0; k < n; ++k) ops.start(timers[at[k]], p.initial[k]);
         /* Every deadline has passed by every library's reckoning: the window,
            plus libuv's whole-ms truncation and libevent's 4 ms coarse clock. */
         uint64_t due = mono_ns() + kExpireWindow + 10 * kMs;
@@ -223,6 +250,20 @@ void bm_expire(benchmark::State &st, const std::string &variant) {
         benchmark::Counter((double)runs / (double)std::max<int64_t>(1, st.iterations()));
 }
 
+/* The packet handler's work on its connection before it restarts the
+   timeout: reading the connection brings the timer handle, which the
+   connection embeds, into the cache. */
+template <class Timer>
+inline void touch(const Timer &t) {
+    const unsigned char *b = reinterpret_cast<const unsigned char *>(&t);
+    unsigned sum = 0;
+    for (size_t off = 0; off < sizeof(Timer); off += 64) sum += b[off];
+    sum += b[sizeof(Timer) - 1];
+    benchmark::DoNotOptimize(sum);
+}
+
+inline constexpr size_t kHeartbeatBatch = 256;
+
 template <class Ops>
 void bm_heartbeat(benchmark::State &st, const std::string &variant) {
     size_t n = (size_t)st.range(0);
@@ -233,14 +274,23 @@ void bm_heartbeat(benchmark::State &st, const std::string &variant) {
     if (!open_ok(st, ops)) return;
     Live<Ops> live(ops, p.initial);
     ops.fired = 0;
-    size_t i = 0;
-    uint64_t c0 = cpu_ns();
+    size_t ring = 0;
+    uint64_t ops_done = 0, ns = 0;
+    uint32_t batch[kHeartbeatBatch];
     for (auto _ : st) {
-        size_t k = i++ & (kRing - 1);
-        ops.restart(live[p.victim[k]], kIdle);
-        if ((i & 255) == 0) ops.run_nowait();
+        for (uint32_t &v : batch) {
+            v = p.victim[ring++ & p.mask];
+            touch(live[v]);
+        }
+        uint64_t c0 = cpu_ns();
+        for (uint32_t v : batch) ops.restart(live[v], kIdle);
+        uint64_t c1 = cpu_ns();
+        ops.run_nowait();
+        st.SetIterationTime((double)(c1 - c0) / 1e9);
+        ops_done += kHeartbeatBatch;
+        ns += c1 - c0;
     }
-    report(st, st.iterations(), cpu_ns() - c0);
+    report(st, ops_done, ns);
     st.counters["fired"] = benchmark::Counter((double)ops.fired);
 }
 
@@ -278,55 +328,63 @@ void bm_delayed(benchmark::State &st, const std::string &variant) {
     report(st, ops_done, ns);
 }
 
-/* Sizes: 1e3 - 1e6, and 1e7 when asked (about 1-2 GB and minutes per row). */
-inline std::vector<int64_t> sizes(bool huge) {
-    std::vector<int64_t> s{1000, 10000, 100000, 1000000};
-    if (huge) s.push_back(10000000);
+/* Sizes: 1e3 - 1e7, the largest left out by --max-n (1e7 live timers take
+   0.6-1.5 GB and several seconds to build per row). */
+inline std::vector<int64_t> sizes(int64_t max_n) {
+    std::vector<int64_t> s;
+    for (int64_t n = 1000; n <= 10000000 && n <= max_n; n *= 10) s.push_back(n);
     return s;
 }
 
-/* Explicit iteration counts for expire: each iteration sleeps ~30 ms, which
-   Google Benchmark's own calibration (on manual time) would multiply. */
+/* Google Benchmark finds an iteration count by calling a benchmark again and
+   again with more iterations; each call rebuilds the population, which at 1e6
+   and 1e7 live timers costs far more than the measurement. Those sizes get a
+   fixed count instead (0: let Google Benchmark choose). */
+inline int64_t op_iterations(int64_t n) {
+    return n >= 1000000 ? 1 << 22 : 0;
+}
+inline int64_t cancel_iterations(int64_t n) { /* batches of up to 8192 */
+    return n >= 1000000 ? 128 : 0;
+}
+/* Each expire iteration sleeps ~30 ms, which calibration would multiply. */
 inline int64_t expire_iterations(int64_t n) {
     return n <= 1000 ? 50 : n <= 10000 ? 20 : n <= 100000 ? 8 : n <= 1000000 ? 3 : 1;
 }
 
 /* Registers every benchmark above for one library (label: the row name, e.g.
-   "heap4" or "libev"; variant: passed to the adapter's constructor). */
+   "heap4" or "libev"; variant: passed to the adapter's constructor). The
+   all-equal-deadline rows (equal:1) stop at 1e6: they are the heaps' tie
+   case, not a scaling curve. */
 template <class Ops>
-void register_all(const std::string &label, const std::string &variant, bool huge) {
-    auto with_sizes = [&](benchmark::internal::Benchmark *b, bool both) {
-        for (int64_t n : sizes(huge)) {
-            b->Args({n, kRandom});
-            if (both) b->Args({n, kEqual});
-        }
-        b->ArgNames({"n", "equal"});
-        return b;
+void register_all(const std::string &label, const std::string &variant, int64_t max_n) {
+    using Fn = void (*)(benchmark::State &, const std::string &);
+    auto one = [&](const char *op, Fn fn, std::vector<int64_t> args, int64_t iterations,
+                   bool manual) {
+        auto *b =
+            benchmark::RegisterBenchmark((std::string(op) + "/" + label).c_str(), fn, variant);
+        b->Args(args);
+        if (args.size() == 3)
+            b->ArgNames({"n", "equal", "layout"});
+        else
+            b->ArgNames({"n", "equal"});
+        if (iterations) b->Iterations(iterations);
+        if (manual) b->UseManualTime();
     };
-    with_sizes(
-        benchmark::RegisterBenchmark(("start_stop/" + label).c_str(), bm_start_stop<Ops>, variant),
-        true);
-    with_sizes(benchmark::RegisterBenchmark(("restart/" + label).c_str(), bm_restart<Ops>, variant),
-               true);
-    with_sizes(benchmark::RegisterBenchmark(("cancel/" + label).c_str(), bm_cancel<Ops>, variant),
-               true)
-        ->UseManualTime();
-    /* One registration per size: expire fixes its iteration count per size. */
-    for (int64_t n : sizes(huge)) {
-        benchmark::RegisterBenchmark(("expire/" + label).c_str(), bm_expire<Ops>, variant)
-            ->Args({n, kRandom})
-            ->ArgNames({"n", "equal"})
-            ->Iterations(expire_iterations(n))
-            ->UseManualTime();
-        benchmark::RegisterBenchmark(("expire/" + label).c_str(), bm_expire<Ops>, variant)
-            ->Args({n, kEqual})
-            ->ArgNames({"n", "equal"})
-            ->Iterations(expire_iterations(n))
-            ->UseManualTime();
+    for (int64_t n : sizes(max_n)) {
+        for (int64_t d : {kRandom, kEqual}) {
+            if (d == kEqual && n > 1000000) continue;
+            one("start_stop", bm_start_stop<Ops>, {n, d}, op_iterations(n), false);
+            one("restart", bm_restart<Ops>, {n, d}, op_iterations(n), false);
+            one("cancel", bm_cancel<Ops>, {n, d}, cancel_iterations(n), true);
+            for (int64_t layout : {kStartOrder, kShuffled})
+                one("expire", bm_expire<Ops>, {n, d, layout}, expire_iterations(n), true);
+        }
     }
     benchmark::RegisterBenchmark(("heartbeat/" + label).c_str(), bm_heartbeat<Ops>, variant)
         ->Arg(1000000)
-        ->ArgNames({"n"});
+        ->ArgNames({"n"})
+        ->Iterations(8192)
+        ->UseManualTime();
     benchmark::RegisterBenchmark(("delayed/" + label).c_str(), bm_delayed<Ops>, variant)
         ->Arg(1000000)
         ->ArgNames({"n"})
@@ -334,18 +392,19 @@ void register_all(const std::string &label, const std::string &variant, bool hug
         ->UseManualTime();
 }
 
-/* Removes our own flag (--huge) before Google Benchmark parses the rest. */
-inline bool take_flag(int &argc, char **argv, const char *flag) {
-    bool found = false;
+/* Takes our own flag --max-n=N (default 1e7) out of argv before Google
+   Benchmark parses the rest. */
+inline int64_t take_max_n(int &argc, char **argv) {
+    int64_t max_n = 10000000;
     int out = 1;
     for (int i = 1; i < argc; ++i) {
-        if (std::strcmp(argv[i], flag) == 0)
-            found = true;
+        if (std::strncmp(argv[i], "--max-n=", 8) == 0)
+            max_n = (int64_t)std::strtod(argv[i] + 8, nullptr);
         else
             argv[out++] = argv[i];
     }
     argc = out;
-    return found;
+    return max_n;
 }
 
 } // namespace bench
