@@ -16,6 +16,8 @@
  *   void stop(Timer &);
  *   void update_time();                 refresh the library's cached clock
  *   void run_nowait();                  one iteration that never blocks
+ *   void run();                         iterations (blocking) until no timer
+ *                                       is active
  *   void close(Timer *timers, size_t n);       release handles (all stopped)
  *   uint64_t fired;                     callbacks run so far
  *   static constexpr uint64_t resolution_ns;   granularity delays round up to

@@ -57,6 +57,7 @@ struct LibevOps {
     void stop(Timer &t) { ev_timer_stop(loop, &t); }
     void update_time() { ev_now_update(loop); }
     void run_nowait() { ev_run(loop, EVRUN_NOWAIT); }
+    void run() { ev_run(loop, 0); }
     void close(Timer *, size_t) {}
 };
 

@@ -79,6 +79,7 @@ struct LibeventOps {
     /* event_add reads the clock itself outside the loop: nothing to refresh. */
     void update_time() {}
     void run_nowait() { event_base_loop(base, EVLOOP_NONBLOCK); }
+    void run() { event_base_dispatch(base); }
     void close(Timer *, size_t) {}
 };
 

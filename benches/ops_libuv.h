@@ -47,14 +47,17 @@ struct LibuvOps {
     void stop(Timer &t) { uv_timer_stop(&t); }
     void update_time() { uv_update_time(&loop); }
     void run_nowait() { uv_run(&loop, UV_RUN_NOWAIT); }
+    void run() { uv_run(&loop, UV_RUN_DEFAULT); }
     /* uv_loop_close refuses while handles are open; closing is asynchronous,
        finished by one more turn of the loop (NOWAIT: other timers of the loop
        may still be active and must not be waited for). */
     void close(Timer *timers, size_t n) {
-        for (size_t i = 0; i < n; ++i)
-            uv_close(reinterpret_cast<uv_handle_t *>(&timers[i]), nullptr);
+        for (size_t i = 0; i < n; ++i) close_handle(timers[i]);
         uv_run(&loop, UV_RUN_NOWAIT);
     }
+    /* One handle, for handles not laid out in an array; close(nullptr, 0)
+       then finishes them. */
+    void close_handle(Timer &t) { uv_close(reinterpret_cast<uv_handle_t *>(&t), nullptr); }
 };
 
 } // namespace bench

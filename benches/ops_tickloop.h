@@ -58,6 +58,7 @@ struct TickloopOps {
     void stop(Timer &t) { tl_timer_stop(loop, &t); }
     void update_time() { tl_update_time(loop); }
     void run_nowait() { tl_loop_run(loop, TL_RUN_NOWAIT); }
+    void run() { tl_loop_run(loop, TL_RUN_DEFAULT); }
     void close(Timer *, size_t) {}
 };
 
