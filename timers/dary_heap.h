@@ -85,8 +85,29 @@ class DaryHeap {
         for (;;) {
             size_t c = first_child(i);
             if (c >= end) break;
+            size_t best;
+            if (c + D <= end) {
+                /* A full sibling group (one cache line for heap4): the least
+                   deadline by plain compares, unrolled. A tie anywhere needs
+                   the insertion order, so it takes the exact path below. */
+                best = c;
+                uint64_t least = heap_[c].deadline;
+                bool tie = false;
+                for (size_t j = c + 1; j < c + D; ++j) {
+                    uint64_t d = heap_[j].deadline;
+                    tie |= d == least;
+                    best = d < least ? j : best;
+                    least = d < least ? d : least;
+                }
+                if (!tie && least != e.deadline) {
+                    if (least > e.deadline) break;
+                    place(i, heap_[best]);
+                    i = best;
+                    continue;
+                }
+            }
             size_t last = c + D < end ? c + D : end;
-            size_t best = c;
+            best = c;
             for (size_t j = c + 1; j < last; ++j)
                 if (before(heap_[j], heap_[best])) best = j;
             if (!before(heap_[best], e)) break;
@@ -98,6 +119,9 @@ class DaryHeap {
 
     /* Puts e at i, which holds a hole, restoring order in whichever direction. */
     void settle(size_t i, Entry e) noexcept {
+        /* Which way e goes depends on the parent; the children's line is
+           fetched meanwhile, so the two likely misses overlap. */
+        if (first_child(i) < Root + size_) __builtin_prefetch(&heap_[first_child(i)]);
         if (i > Root && before(e, heap_[parent(i)]))
             sift_up(i, e);
         else
