@@ -16,8 +16,14 @@
  *    reported as p50/p90/p99/p99.9/max lateness, early fires (must be 0) and
  *    kernel waits per expiry (tickloop: tl_loop_stats iterations; peers:
  *    epoll waits counted by wait_counter.cc; kernel rows: their own waits);
+ *    the chain is run a second time for every tickloop backend (epoll) and
+ *    the epoll_pwait2 floor with a timer slack of 1 ns
+ *    (tl_loop_options.timer_slack_ns; rows tagged "slack 1ns"), so both
+ *    settings are shown;
  *  - the cost of restarting a random live timer among 1e5 (and 1e6 with
- *    --full), for the same set of libraries.
+ *    --full), and expiry throughput (1e5 timers due at once, and 1e6 with
+ *    --full; timers laid out in memory in start order and shuffled), for the
+ *    same set of libraries.
  * Lateness is defined in latency.h. Every row waits the same schedule (same
  * seed), in rounds that interleave the rows (so a burst of load elsewhere on
  * the machine hits them alike); still, the machine is shared and noisy:
@@ -25,7 +31,7 @@
  *
  * Exit status: 1 if any tickloop timer fired early (or on a usage error).
  *
- * Usage: tickloop-bench [--json FILE] [--full] [--only chain,open,restart]
+ * Usage: tickloop-bench [--json FILE] [--full] [--only chain,open,restart,expire]
  *        [--timers heap2,...] [--io epoll,...] [--tick-ns N]
  *        [--timerslack NS] [--seed=N] [--chain-count=N] ...  (--help)
  */
@@ -81,6 +87,8 @@ struct Options {
     long timerslack = -1;
     std::string helper;
     std::vector<size_t> restart_populations{100000};
+    std::vector<size_t> expire_populations{100000};
+    uint64_t fine_slack_ns = 1; /* the chain's second setting; 0: no such rows */
 };
 
 std::vector<std::string> split(const char *s) {
@@ -117,7 +125,12 @@ struct TlConfig {
     IoKind io;
     std::string timers;
     uint64_t tick_ns;
+    uint64_t slack_ns = 0; /* tl_loop_options.timer_slack_ns */
 };
+
+std::string slack_tag(uint64_t slack_ns) {
+    return " slack " + std::to_string(slack_ns) + "ns";
+}
 
 int tl_open(const TlConfig &cfg, tl_loop **loop) {
     tl_loop_options opts;
@@ -125,6 +138,7 @@ int tl_open(const TlConfig &cfg, tl_loop **loop) {
     opts.io = cfg.io.kind;
     opts.timers = cfg.timers.c_str();
     opts.tick_ns = cfg.tick_ns;
+    opts.timer_slack_ns = cfg.slack_ns;
     return tl_loop_new(loop, &opts);
 }
 
@@ -132,6 +146,7 @@ Result tl_row(const TlConfig &cfg, const char *workload) {
     Result r;
     r.impl = "tickloop " + cfg.timers + "/" + cfg.io.name;
     if (cfg.tick_ns) r.impl += " tick " + std::to_string(cfg.tick_ns) + "ns";
+    if (cfg.slack_ns) r.impl += slack_tag(cfg.slack_ns);
     r.family = "tickloop";
     r.workload = workload;
     return r;
@@ -665,8 +680,26 @@ void print_latency_table(const char *title, const std::vector<Result> &rows) {
     }
     int64_t b50 = best50 ? stats_of(best50->lateness).p50 : 0;
     int64_t b99 = best99 ? stats_of(best99->lateness).p99 : 0;
-    std::printf("%-32s %6s %8s %8s %8s %8s %8s %5s %9s %9s %9s\n", "lateness in us", "n", "p50",
-                "p90", "p99", "p99.9", "max", "early", "waits/exp", "p50/peer", "p99/peer");
+    /* The floor a row is held to: the epoll_pwait2 row at the same timer
+       slack (tagged alike), i.e. the same waits with no loop around them. */
+    auto floor_p99 = [&](const Result &r, int64_t *out) {
+        size_t tag = r.impl.find(" slack ");
+        std::string want = tag == std::string::npos ? "" : r.impl.substr(tag);
+        for (size_t i = 0; i < rows.size(); ++i) {
+            const Result &k = rows[i];
+            if (k.family != "kernel" || k.impl.rfind("kernel epoll_pwait2", 0) != 0 ||
+                !k.skipped.empty() || stats[i].n == 0)
+                continue;
+            size_t ktag = k.impl.find(" slack ");
+            if ((ktag == std::string::npos ? "" : k.impl.substr(ktag)) != want) continue;
+            *out = stats[i].p99;
+            return true;
+        }
+        return false;
+    };
+    std::printf("%-32s %6s %8s %8s %8s %8s %8s %5s %9s %9s %9s %9s\n", "lateness in us", "n", "p50",
+                "p90", "p99", "p99.9", "max", "early", "waits/exp", "p50/peer", "p99/peer",
+                "p99-floor");
     for (size_t i = 0; i < rows.size(); ++i) {
         const Result &r = rows[i];
         if (!r.skipped.empty()) {
@@ -678,15 +711,19 @@ void print_latency_table(const char *title, const std::vector<Result> &rows) {
         std::snprintf(waits, sizeof waits, "%.2f",
                       r.fired ? (double)r.waits / (double)r.fired : 0.0);
         bool ours = r.family == "tickloop";
-        std::printf("%-32s %6zu %8s %8s %8s %8s %8s %5zu %9s %9s %9s\n", r.impl.c_str(), s.n,
+        int64_t floor99 = 0;
+        std::string above_floor = ours && floor_p99(r, &floor99) ? us(s.p99 - floor99) : "";
+        std::printf("%-32s %6zu %8s %8s %8s %8s %8s %5zu %9s %9s %9s %9s\n", r.impl.c_str(), s.n,
                     us(s.p50).c_str(), us(s.p90).c_str(), us(s.p99).c_str(), us(s.p999).c_str(),
                     us(s.max).c_str(), s.early, waits,
                     ours ? ratio((double)s.p50, (double)b50).c_str() : "",
-                    ours ? ratio((double)s.p99, (double)b99).c_str() : "");
+                    ours ? ratio((double)s.p99, (double)b99).c_str() : "", above_floor.c_str());
     }
     if (best50)
         std::printf("p50/peer, p99/peer: tickloop's figure over the best peer's (below 1: "
-                    "tickloop is less late); best peer: p50 %s (%s us), p99 %s (%s us)\n",
+                    "tickloop is less late); best peer: p50 %s (%s us), p99 %s (%s us); "
+                    "p99-floor: p99 minus the p99 of kernel epoll_pwait2 at the same timer "
+                    "slack, in us\n",
                     best50->impl.c_str(), us(b50).c_str(), best99->impl.c_str(), us(b99).c_str());
     for (const Result &r : rows)
         if (!r.note.empty() && r.skipped.empty())
@@ -694,7 +731,7 @@ void print_latency_table(const char *title, const std::vector<Result> &rows) {
     std::fflush(stdout);
 }
 
-void print_ops_table(const char *title, const std::vector<Result> &rows) {
+void print_ops_table(const char *title, const std::vector<Result> &rows, const char *op_label) {
     std::printf("\n== %s ==\n", title);
     double best = 0;
     std::string best_name;
@@ -703,7 +740,7 @@ void print_ops_table(const char *title, const std::vector<Result> &rows) {
         double ns = median_ns_per_op(r);
         if (best == 0 || ns < best) best = ns, best_name = r.impl;
     }
-    std::printf("%-32s %9s %9s %9s %9s\n", "impl", "live", "restarts", "ns/op", "vs peer");
+    std::printf("%-32s %9s %9s %9s %9s\n", "impl", "live", op_label, "ns/op", "vs peer");
     for (const Result &r : rows) {
         if (!r.skipped.empty()) {
             std::printf("%-32s skipped: %s\n", r.impl.c_str(), r.skipped.c_str());
@@ -713,7 +750,9 @@ void print_ops_table(const char *title, const std::vector<Result> &rows) {
         std::printf("%-32s %9" PRIu64 " %9" PRIu64 " %9.1f %9s\n", r.impl.c_str(), r.population,
                     r.ops, ns, r.family == "tickloop" ? ratio(ns, best).c_str() : "");
     }
-    if (best > 0) std::printf("best peer: %s (%.1f ns/op)\n", best_name.c_str(), best);
+    if (best > 0)
+        std::printf("best peer: %s (%.1f ns/op); vs peer: our ns/op over its (below 1: faster)\n",
+                    best_name.c_str(), best);
     std::fflush(stdout);
 }
 
@@ -753,7 +792,7 @@ bool write_json(const char *path, const std::string &meta, const std::vector<Res
                      json_str(r.impl).c_str(), json_str(r.family).c_str(),
                      json_str(r.workload).c_str(), json_str(r.skipped).c_str(),
                      json_str(r.note).c_str(), r.wall_s);
-        if (r.workload == "restart") {
+        if (r.workload == "restart" || r.workload.rfind("expire", 0) == 0) {
             std::fprintf(f,
                          ", \"population\": %" PRIu64 ", \"ops\": %" PRIu64
                          ", \"op_cpu_ns\": %" PRIu64 ", \"ns_per_op\": %.3f",
@@ -787,15 +826,18 @@ void usage(const char *argv0) {
     std::printf(
         "usage: %s [options]\n"
         "  --json FILE            also write every number (and every lateness sample) as JSON\n"
-        "  --full                 longer run: 5x the samples, restart at 1e5 and 1e6 live\n"
-        "  --only LIST            workloads among chain,open,restart (default: all)\n"
+        "  --full                 longer run: 5x the samples, restart and expire at 1e5 and 1e6\n"
+        "  --only LIST            workloads among chain,open,restart,expire (default: all)\n"
+        "  --fine-slack NS        the timer slack of the chain's second set of rows (default 1;\n"
+        "                         0: no second set)\n"
         "  --timers LIST          tickloop timer backends (default: all registered)\n"
         "  --io LIST              tickloop I/O kinds among epoll,io_uring (default: all)\n"
         "  --tick-ns N            tl_loop_options.tick_ns for the wheels (default: library's)\n"
         "  --timerslack NS        set this process's timer slack first (prctl; inherited)\n"
         "  --libevent-helper PATH the libevent helper (default: next to this executable)\n"
         "  --seed=N --chain-count=N --open-count=N --open-window-ms=N --rounds=N\n"
-        "  --restart-population=N --restart-ops=N --restart-rounds=N   workload sizes\n",
+        "  --restart-population=N --restart-ops=N --restart-rounds=N\n"
+        "  --expire-population=N --expire-rounds=N   workload sizes\n",
         argv0);
 }
 
@@ -816,7 +858,7 @@ std::string default_helper() {
 int main(int argc, char **argv) {
     Options opt;
     opt.helper = default_helper();
-    bool restart_population_set = false;
+    bool restart_population_set = false, expire_population_set = false;
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
         auto next = [&]() -> const char * {
@@ -841,11 +883,17 @@ int main(int argc, char **argv) {
             opt.io = split(next());
         else if (!std::strcmp(a, "--tick-ns"))
             opt.tick_ns = std::strtoull(next(), nullptr, 10);
+        else if (!std::strcmp(a, "--fine-slack"))
+            opt.fine_slack_ns = std::strtoull(next(), nullptr, 10);
         else if (!std::strcmp(a, "--timerslack"))
             opt.timerslack = std::strtol(next(), nullptr, 10);
         else if (!std::strcmp(a, "--libevent-helper"))
             opt.helper = next();
-        else if (!std::strncmp(a, "--restart-population=", 21)) {
+        else if (!std::strncmp(a, "--expire-population=", 20)) {
+            parse_param(a, opt.params);
+            opt.expire_populations = {opt.params.expire_population};
+            expire_population_set = true;
+        } else if (!std::strncmp(a, "--restart-population=", 21)) {
             parse_param(a, opt.params);
             opt.restart_populations = {opt.params.restart_population};
             restart_population_set = true;
@@ -859,6 +907,7 @@ int main(int argc, char **argv) {
         opt.params.open_count *= 5;
         opt.params.open_window *= 5;
         if (!restart_population_set) opt.restart_populations = {100000, 1000000};
+        if (!expire_population_set) opt.expire_populations = {100000, 1000000};
     }
     if (opt.timerslack >= 0 && prctl(PR_SET_TIMERSLACK, (unsigned long)opt.timerslack) != 0) {
         std::perror("prctl(PR_SET_TIMERSLACK)");
@@ -960,6 +1009,28 @@ int main(int argc, char **argv) {
                 return std::vector<Result>{chain ? kernel_chain(how, delays(round))
                                                  : kernel_open(how, delays(round))};
             });
+        /* The chain once more at a timer slack of fine_slack_ns: tickloop
+           through its loop option, the floor through prctl; both put the
+           thread's slack back, so the other rows keep the default. */
+        if (chain && opt.fine_slack_ns) {
+            for (const TlConfig &cfg : configs) {
+                if (cfg.io.kind != configs.front().io.kind) continue; /* one I/O kind */
+                TlConfig fine = cfg;
+                fine.slack_ns = opt.fine_slack_ns;
+                runners.push_back([&, fine](size_t round) {
+                    Result r = tl_chain(fine, delays(round));
+                    prctl(PR_SET_TIMERSLACK, (unsigned long)slack);
+                    return std::vector<Result>{r};
+                });
+            }
+            runners.push_back([&](size_t round) {
+                prctl(PR_SET_TIMERSLACK, (unsigned long)opt.fine_slack_ns);
+                Result r = kernel_chain(KernelWait::epoll, delays(round));
+                prctl(PR_SET_TIMERSLACK, (unsigned long)slack);
+                r.impl += slack_tag(opt.fine_slack_ns);
+                return std::vector<Result>{r};
+            });
+        }
 #if TL_BENCH_HAVE_LIBEV
         runners.push_back(
             [&](size_t round) { return std::vector<Result>{libev_run(workload, delays(round))}; });
@@ -1034,8 +1105,57 @@ int main(int argc, char **argv) {
                           "restart a random live timer: %zu live, deadlines 1 s - 10 min, %zu "
                           "restarts in %zu rounds (thread CPU time, median of rounds)",
                           population, opt.params.restart_ops, opt.params.restart_rounds);
-            print_ops_table(title, run_rounds(runners, opt.params.restart_rounds));
+            print_ops_table(title, run_rounds(runners, opt.params.restart_rounds), "restarts");
         }
+    }
+
+    if (wanted(opt.only, "expire")) {
+        for (size_t population : opt.expire_populations)
+            for (bool shuffled : {false, true}) {
+                opt.params.expire_population = population;
+                ExpirePlan plan = expire_plan(opt.params, shuffled);
+                const char *workload = shuffled ? "expire-shuffled" : "expire";
+                auto runner = [&, workload](auto make, const char *family) -> RunRound {
+                    return [&, make, family, workload](size_t) {
+                        auto ops = make();
+                        Result r;
+                        r.impl = ops->name();
+                        r.family = family;
+                        r.workload = workload;
+                        if (!ops->ok())
+                            r.skipped = ops->error();
+                        else
+                            measure_expire(*ops, plan, opt.params.expire_window, r);
+                        return std::vector<Result>{r};
+                    };
+                };
+                std::vector<RunRound> runners;
+                for (const TlConfig &cfg : configs) {
+                    if (cfg.io.kind != configs.front().io.kind) continue; /* timers only */
+                    std::string timers = cfg.timers;
+                    tl_io_kind io = cfg.io.kind;
+                    runners.push_back(runner(
+                        [timers, io] { return std::make_unique<TickloopOps>(timers.c_str(), io); },
+                        "tickloop"));
+                }
+#if TL_BENCH_HAVE_LIBEV
+                runners.push_back(runner([] { return std::make_unique<LibevOps>(); }, "peer"));
+#endif
+#if TL_BENCH_HAVE_LIBUV
+                runners.push_back(runner([] { return std::make_unique<LibuvOps>(); }, "peer"));
+#endif
+                runners.push_back(
+                    [&, workload](size_t round) { return libevent_run(opt, workload, round); });
+                char title[200];
+                std::snprintf(title, sizeof title,
+                              "expiry throughput: %zu timers due within %" PRIu64
+                              " ms, fired by non-blocking iterations, memory in %s (thread CPU "
+                              "time, median of %zu rounds)",
+                              population, opt.params.expire_window / kMs,
+                              shuffled ? "shuffled order" : "start order",
+                              opt.params.expire_rounds);
+                print_ops_table(title, run_rounds(runners, opt.params.expire_rounds), "expiries");
+            }
     }
 
     double took = (double)(mono_ns() - start) / 1e9;
@@ -1044,13 +1164,15 @@ int main(int argc, char **argv) {
         char meta[1024];
         std::snprintf(meta, sizeof meta,
                       "{\"tickloop\": %s, \"kernel\": %s, \"cpus\": %ld, \"timerslack_ns\": %ld, "
-                      "\"seed\": %" PRIu64 ", \"chain_count\": %zu, \"open_count\": %zu, "
+                      "\"fine_slack_ns\": %" PRIu64 ", \"seed\": %" PRIu64
+                      ", \"chain_count\": %zu, \"open_count\": %zu, "
                       "\"open_min_ns\": %" PRIu64 ", \"open_window_ns\": %" PRIu64
                       ", \"restart_ops\": %zu, \"full\": %s, \"took_s\": %.1f}",
                       json_str(tl_version()).c_str(), json_str(un.release).c_str(),
-                      sysconf(_SC_NPROCESSORS_ONLN), slack, opt.params.seed, opt.params.chain_count,
-                      opt.params.open_count, opt.params.open_min, opt.params.open_window,
-                      opt.params.restart_ops, opt.full ? "true" : "false", took);
+                      sysconf(_SC_NPROCESSORS_ONLN), slack, opt.fine_slack_ns, opt.params.seed,
+                      opt.params.chain_count, opt.params.open_count, opt.params.open_min,
+                      opt.params.open_window, opt.params.restart_ops, opt.full ? "true" : "false",
+                      took);
         if (!write_json(opt.json, meta, all, notes)) {
             std::fprintf(stderr, "cannot write %s: %s\n", opt.json, std::strerror(errno));
             return 1;

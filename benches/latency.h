@@ -92,6 +92,12 @@ struct Params {
        median then shrugs off the rounds another tenant disturbed. */
     size_t restart_rounds = 16;
     uint64_t far_min = 1 * kSec, far_max = 600 * kSec;
+    /* Expiry throughput: expire_population timers due within expire_window,
+       all fired by non-blocking iterations after a sleep; one fresh
+       population per round. */
+    size_t expire_population = 100000;
+    size_t expire_rounds = 5;
+    uint64_t expire_window = 20 * kMs;
 };
 
 /* The rows of one workload run in rounds, every row once per round in turn,
@@ -139,20 +145,43 @@ inline RestartPlan restart_plan(const Params &p) {
     return plan;
 }
 
+/* The expiry workload: the delay of the k-th timer started and where in the
+   timer array it lives (in order, or shuffled: memory order unrelated to
+   start order, as in a long-running program's heap). */
+struct ExpirePlan {
+    std::vector<uint64_t> delay;
+    std::vector<uint32_t> at;
+};
+
+inline ExpirePlan expire_plan(const Params &p, bool shuffled) {
+    Rng rng(p.seed ^ 0x657870697265ull);
+    ExpirePlan plan;
+    size_t n = p.expire_population;
+    plan.delay.resize(n);
+    plan.at.resize(n);
+    for (size_t k = 0; k < n; ++k) {
+        plan.delay[k] = rng.below(p.expire_window);
+        plan.at[k] = (uint32_t)k;
+    }
+    if (shuffled)
+        for (size_t i = n - 1; i > 0; --i) std::swap(plan.at[i], plan.at[rng.below(i + 1)]);
+    return plan;
+}
+
 /* One row of a table: a latency workload (lateness filled) or an operation
    workload (ops and op_cpu_ns filled), or a skipped row (skipped non-empty). */
 struct Result {
     std::string impl;                    /* "tickloop heap2/epoll", "libev 4.33", ...      */
     std::string family;                  /* "tickloop", "kernel" or "peer"                 */
-    std::string workload;                /* "chain", "open" or "restart"                   */
+    std::string workload;                /* "chain", "open", "restart", "expire"...        */
     std::string skipped;                 /* why the row did not run; empty if it did       */
     std::string note;                    /* e.g. the resolution a peer rounds delays to    */
     std::vector<int64_t> lateness;       /* ns, one per fired timer               */
     uint64_t waits = 0;                  /* kernel waits (loop iterations)        */
     uint64_t fired = 0;                  /* timer callbacks run                   */
-    uint64_t population = 0;             /* restart: live timers                  */
-    uint64_t ops = 0;                    /* restart: operations timed             */
-    uint64_t op_cpu_ns = 0;              /* restart: thread CPU time of the ops   */
+    uint64_t population = 0;             /* restart/expire: live timers           */
+    uint64_t ops = 0;                    /* restart/expire: operations timed      */
+    uint64_t op_cpu_ns = 0;              /* restart/expire: thread CPU time       */
     double wall_s = 0;                   /* time the row took                     */
     std::vector<double> round_ns_per_op; /* restart: ns/op of each round   */
 };
@@ -309,7 +338,9 @@ inline std::vector<std::string> params_to_args(const Params &p) {
             "--rounds=" + std::to_string(p.rounds),
             "--restart-population=" + std::to_string(p.restart_population),
             "--restart-ops=" + std::to_string(p.restart_ops),
-            "--restart-rounds=" + std::to_string(p.restart_rounds)};
+            "--restart-rounds=" + std::to_string(p.restart_rounds),
+            "--expire-population=" + std::to_string(p.expire_population),
+            "--expire-rounds=" + std::to_string(p.expire_rounds)};
 }
 
 /* Parses one "--name=value" argument into p; false if it is not one of them. */
@@ -329,6 +360,8 @@ inline bool parse_param(const char *arg, Params &p) {
     if (value("--restart-population", v)) return p.restart_population = v, true;
     if (value("--restart-ops", v)) return p.restart_ops = v, true;
     if (value("--restart-rounds", v)) return p.restart_rounds = v ? v : 1, true;
+    if (value("--expire-population", v)) return p.expire_population = v ? v : 1, true;
+    if (value("--expire-rounds", v)) return p.expire_rounds = v ? v : 1, true;
     return false;
 }
 

@@ -7,7 +7,7 @@
  * linked into one binary without one silently replacing the other.
  *
  * It runs one round (--round=N) of one workload (--workload=chain|open|
- * restart) with the parameters the runner passes (the same seed, so the same
+ * restart|expire|expire-shuffled) with the parameters the runner passes (the same seed, so the same
  * schedule as every other row) for libevent on epoll, first with default
  * settings, then with EVENT_BASE_FLAG_PRECISE_TIMER, and prints one "RESULT"
  * line per row on
@@ -91,6 +91,15 @@ Result run(const char *workload, bool precise, const Params &p, size_t round) {
             restart_round(plan, round, p.restart_rounds, &begin, &end);
             measure_restart(ops, plan, begin, end, r);
         }
+        return r;
+    }
+    if (std::strncmp(workload, "expire", 6) == 0) {
+        LibeventOps ops(precise ? "precise" : "");
+        if (!ops.ok())
+            r.skipped = ops.error();
+        else
+            measure_expire(ops, expire_plan(p, std::strcmp(workload, "expire-shuffled") == 0),
+                           p.expire_window, r);
         return r;
     }
     event_base *base = libevent_base_new(precise);

@@ -1,18 +1,22 @@
 #!/usr/bin/env python3
 """plot.py: turns the benchmarks' JSON into PNG charts.
 
-Inputs (any mix, any number):
-  - tickloop-bench --json FILE        -> latency_<workload>.png: the CDF of
-    lateness per implementation (log x axis), one chart per workload, plus
-    restart.png (ns/op per implementation, one bar group per population);
+Inputs (any mix, any number; the kind is recognised from the content):
+  - tickloop-bench --json FILE
+      latency_<workload>.png   lateness CDFs, one panel per I/O backend (and
+                               one for the rows at timer slack 1 ns), each
+                               with the kernel floors and the peers
+      main_ops.png             restart and expiry ns/op per library
   - bench-timer-ops / bench-timer-ops-libevent
     --benchmark_out=FILE --benchmark_out_format=json
-                                      -> ops_<operation>_<random|equal>.png:
-    ns/op against N, log-log, one line per library (several files merge, so
-    the libevent rows join the others' charts).
+      ops_<random|equal>.png   ns/op against N (log-log), one panel per
+                               operation, one line per backend and peer (the
+                               files merge, so libevent joins the others)
+  - bench-scenarios --json FILE
+      scenarios.png            CPU time per phase and peak RSS per library
 
 Usage: plot.py [-o OUTDIR] FILE.json [FILE.json ...]
-Needs matplotlib (Debian: python3-matplotlib, i.e. run it with /usr/bin/python3
+Needs matplotlib: Debian's python3-matplotlib (run it with /usr/bin/python3
 when another python3 comes first in PATH).
 """
 
@@ -29,69 +33,132 @@ try:
     matplotlib.use("Agg")  # files only; no display on a build machine
     import matplotlib.pyplot as plt
 except ImportError:
-    sys.exit("plot.py needs matplotlib (apt install python3-matplotlib; "
+    sys.exit("plot.py needs matplotlib (apt-get install python3-matplotlib; "
              "then run it with /usr/bin/python3)")
 
-# bench-timer-ops row names: <operation>/<library>/n:<N>[/equal:<0|1>][/...]
-GB_NAME = re.compile(r"^(\w+)/([^/]+)/n:(\d+)(?:/equal:(\d))?")
+DPI = 90  # keeps a full set of PNGs well under 1 MB
+
+# One colour per library, the same in every chart.
+COLORS = {
+    "heap2": "#1f77b4", "heap4": "#ff7f0e", "wheel": "#2ca02c", "hwheel": "#d62728",
+    "libev": "#9467bd", "libuv": "#8c564b", "libevent": "#e377c2",
+    "libevent-precise": "#17becf", "clock_nanosleep": "#7f7f7f",
+    "epoll_pwait2": "#000000", "timerfd": "#bcbd22",
+}
+
+
+def lib_key(impl):
+    """'tickloop heap4/epoll slack 1ns' -> 'heap4'; 'libev 4.33' -> 'libev';
+    'kernel epoll_pwait2' -> 'epoll_pwait2'; 'libevent 2.1 precise' ->
+    'libevent-precise'; a Google Benchmark label is returned as it is."""
+    words = impl.split()
+    if words[0] == "tickloop" and len(words) > 1:
+        return words[1].split("/")[0]
+    if words[0] == "kernel" and len(words) > 1:
+        return words[1]
+    if words[0] == "libevent" and "precise" in words:
+        return "libevent-precise"
+    return words[0]
+
+
+def is_peer(key):
+    return key.startswith(("libev", "libuv"))
+
+
+def style(key):
+    if key in ("clock_nanosleep", "epoll_pwait2", "timerfd"):
+        return ":"
+    return "--" if is_peer(key) else "-"
+
+
+def save(fig, outdir, name):
+    path = os.path.join(outdir, name)
+    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+# ---- tickloop-bench ------------------------------------------------------
+
+def cdf_panel(ax, rows, title):
+    for r in rows:
+        key = lib_key(r["impl"])
+        xs = sorted(max(v, 1000) / 1e3 for v in r["lateness_ns"])  # us; log axis needs > 0
+        ys = [(i + 1) / len(xs) for i in range(len(xs))]
+        label = r["impl"].replace("tickloop ", "")
+        ax.step(xs, ys, style(key), where="post", label=label, linewidth=1.3,
+                color=COLORS.get(key))
+    ax.set_xscale("log")
+    ax.set_xlim(10, 2e4)
+    ax.set_ylim(0, 1.01)
+    ax.set_xlabel("lateness (us, log scale)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
 
 
 def plot_latency(doc, outdir):
-    by_workload = defaultdict(list)
-    for r in doc.get("results", []):
-        if r.get("skipped") or "lateness_ns" not in r or not r["lateness_ns"]:
-            continue
-        by_workload[r["workload"]].append(r)
+    results = [r for r in doc.get("results", []) if not r.get("skipped")]
     written = []
-    for workload, rows in by_workload.items():
-        fig, ax = plt.subplots(figsize=(10, 6))
-        colors = plt.cm.tab20.colors  # 20 distinct colours: one per row
-        for i, r in enumerate(rows):
-            xs = sorted(max(v, 1) / 1e3 for v in r["lateness_ns"])  # us; log axis needs > 0
-            ys = [(i + 1) / len(xs) for i in range(len(xs))]
-            style = {"tickloop": "-", "kernel": ":", "peer": "--"}.get(r["family"], "-")
-            ax.step(xs, ys, style, where="post", label=r["impl"], linewidth=1.2,
-                    color=colors[i % len(colors)])
-        ax.set_xscale("log")
-        ax.set_xlabel("lateness (us, log)")
-        ax.set_ylabel("fraction of timers fired within")
-        ax.set_title(f"timer lateness, {workload} workload (tickloop-bench)")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7, loc="lower right")
-        path = os.path.join(outdir, f"latency_{workload}.png")
-        fig.savefig(path, dpi=120, bbox_inches="tight")
-        plt.close(fig)
-        written.append(path)
+    for workload in ("chain", "open"):
+        rows = [r for r in results if r["workload"] == workload and r.get("lateness_ns")]
+        if not rows:
+            continue
+        fine = [r for r in rows if " slack " in r["impl"]]
+        base = [r for r in rows if " slack " not in r["impl"]]
+        others = [r for r in base if r["family"] != "tickloop"]
+        ios = list(dict.fromkeys(r["impl"].split("/")[-1].split()[0]
+                                 for r in base if r["family"] == "tickloop"))
+        panels = []
+        for io in ios:
+            ours = [r for r in base if r["family"] == "tickloop"
+                    and r["impl"].split("/")[-1].split()[0] == io]
+            panels.append((f"tickloop on {io}, kernel floors, peers", ours + others))
+        if fine:
+            slack = doc.get("meta", {}).get("timerslack_ns", "default")
+            panels.append((f"timer slack 1 ns (others: {slack} ns)", fine))
+        fig, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 5), sharey=True,
+                                 squeeze=False)
+        for ax, (title, panel_rows) in zip(axes[0], panels):
+            cdf_panel(ax, panel_rows, title)
+        axes[0][0].set_ylabel("fraction of timers fired within")
+        fig.suptitle(f"timer lateness, {workload} workload: callback time - deadline "
+                     f"(tickloop-bench; left is better)")
+        written.append(save(fig, outdir, f"latency_{workload}.png"))
 
-    restart = [r for r in doc.get("results", [])
-               if r.get("workload") == "restart" and not r.get("skipped") and r.get("ops")]
-    if restart:
-        pops = sorted({r["population"] for r in restart})
-        impls = list(dict.fromkeys(r["impl"] for r in restart))
-        fig, ax = plt.subplots(figsize=(10, 5))
-        width = 0.8 / len(pops)
-        for j, pop in enumerate(pops):
-            vals = []
-            for impl in impls:
-                hit = [r["ns_per_op"] for r in restart
-                       if r["impl"] == impl and r["population"] == pop]
-                vals.append(hit[0] if hit else 0)
-            ax.bar([i + j * width for i in range(len(impls))], vals, width, label=f"{pop} live")
-        ax.set_xticks([i + width * (len(pops) - 1) / 2 for i in range(len(impls))])
-        ax.set_xticklabels(impls, rotation=30, ha="right", fontsize=8)
-        ax.set_ylabel("ns per restart (thread CPU time)")
-        ax.set_title("restart a random live timer")
-        ax.legend()
-        path = os.path.join(outdir, "restart.png")
-        fig.savefig(path, dpi=120, bbox_inches="tight")
-        plt.close(fig)
-        written.append(path)
+    ops = [r for r in results if r.get("ops") and r["workload"] != "chain"
+           and r["workload"] != "open"]
+    if ops:
+        workloads = list(dict.fromkeys((r["workload"], r["population"]) for r in ops))
+        fig, axes = plt.subplots(1, len(workloads), figsize=(4.2 * len(workloads), 4.2),
+                                 squeeze=False)
+        for ax, (workload, pop) in zip(axes[0], workloads):
+            rows = [r for r in ops if r["workload"] == workload and r["population"] == pop]
+            keys = [lib_key(r["impl"]) for r in rows]
+            bars = ax.bar(range(len(rows)), [r["ns_per_op"] for r in rows],
+                          color=[COLORS.get(k, "#999999") for k in keys])
+            ax.bar_label(bars, fmt="%.0f", fontsize=7)
+            ax.set_xticks(range(len(rows)))
+            ax.set_xticklabels(keys, rotation=45, ha="right", fontsize=8)
+            ax.set_title(f"{workload}, {pop:,} live", fontsize=10)
+            ax.grid(True, axis="y", alpha=0.3)
+        axes[0][0].set_ylabel("ns per operation (thread CPU time)")
+        fig.suptitle("timer operations in the main job (lower is better)")
+        fig.tight_layout()
+        written.append(save(fig, outdir, "main_ops.png"))
     return written
+
+
+# ---- Google Benchmark ----------------------------------------------------
+
+# bench-timer-ops row names: <operation>/<library>/n:<N>[/equal:<0|1>][/layout:<0|1>]
+GB_NAME = re.compile(r"^(\w+)/([^/]+)/n:(\d+)(?:/equal:(\d))?(?:/layout:(\d))?")
 
 
 def gb_rows(doc):
     """(operation, library, deadlines, n, ns_per_op) from a Google Benchmark
-    JSON file; medians when it was run with repetitions, else the iterations."""
+    JSON file; medians when it was run with repetitions, else the iterations.
+    expire rows become 'expire (start order)' and 'expire (shuffled)'."""
     rows = doc.get("benchmarks", [])
     if any(b.get("aggregate_name") == "median" for b in rows):
         rows = [b for b in rows if b.get("aggregate_name") == "median"]
@@ -101,42 +168,91 @@ def gb_rows(doc):
         m = GB_NAME.match(b.get("run_name", b["name"]))
         if not m or "ns_per_op" not in b or b.get("error_occurred"):
             continue
-        op, lib, n, equal = m.group(1), m.group(2), int(m.group(3)), m.group(4)
-        yield op, lib, "equal" if equal == "1" else "random", n, float(b["ns_per_op"])
+        op, lib, n, equal, layout = m.groups()
+        if layout is not None:
+            op += " (shuffled)" if layout == "1" else " (start order)"
+        yield op, lib, "equal" if equal == "1" else "random", int(n), float(b["ns_per_op"])
 
 
 def plot_ops(docs, outdir):
-    # (op, deadlines) -> lib -> {n: ns}; a later file overrides an earlier one
-    series = defaultdict(lambda: defaultdict(dict))
+    # deadlines -> op -> lib -> {n: ns}; a later file overrides an earlier one
+    series = defaultdict(lambda: defaultdict(lambda: defaultdict(dict)))
     for doc in docs:
         for op, lib, deadlines, n, ns in gb_rows(doc):
-            series[(op, deadlines)][lib][n] = ns
+            series[deadlines][op][lib][n] = ns
+    order = ["start_stop", "restart", "cancel", "expire (start order)", "expire (shuffled)"]
     written = []
-    for (op, deadlines), libs in sorted(series.items()):
-        fig, ax = plt.subplots(figsize=(8, 5))
-        for lib, by_n in sorted(libs.items()):
-            points = sorted(by_n.items())
-            style = "--" if lib.startswith(("libev", "libuv", "libevent")) else "-"
-            ax.plot([p[0] for p in points], [p[1] for p in points], style, marker="o",
-                    label=lib)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("live timers N")
-        ax.set_ylabel("ns per operation (thread CPU time)")
-        ax.set_title(f"{op}, {deadlines} deadlines")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-        path = os.path.join(outdir, f"ops_{op}_{deadlines}.png")
-        fig.savefig(path, dpi=120, bbox_inches="tight")
-        plt.close(fig)
-        written.append(path)
+    for deadlines, ops in sorted(series.items()):
+        sweeps = [op for op in order if op in ops] + [op for op in ops if op not in order]
+        sweeps = [op for op in sweeps if any(len(v) > 1 for v in ops[op].values())]
+        if not sweeps:
+            continue
+        fig, axes = plt.subplots(1, len(sweeps), figsize=(4.3 * len(sweeps), 4.4),
+                                 squeeze=False)
+        for ax, op in zip(axes[0], sweeps):
+            for lib, by_n in sorted(ops[op].items(), key=lambda kv: (is_peer(kv[0]), kv[0])):
+                points = sorted(by_n.items())
+                ax.plot([p[0] for p in points], [p[1] for p in points], style(lib),
+                        marker="o", markersize=3, label=lib, color=COLORS.get(lib))
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel("live timers N")
+            ax.set_title(op, fontsize=10)
+            ax.grid(True, which="both", alpha=0.3)
+        axes[0][0].set_ylabel("ns per operation (thread CPU time)")
+        handles, labels = axes[0][0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8,
+                   bbox_to_anchor=(0.5, -0.06))
+        what = ("distinct random deadlines (1 s - 10 min; expire: 0 - 20 ms)"
+                if deadlines == "random" else "all deadlines equal")
+        fig.suptitle(f"bench-timer-ops, {what} (lower is better)")
+        fig.tight_layout()
+        written.append(save(fig, outdir, f"ops_{deadlines}.png"))
     return written
+
+
+# ---- bench-scenarios -----------------------------------------------------
+
+def plot_scenarios(doc, outdir):
+    rows = [r for r in doc.get("scenarios", []) if not r.get("error")]
+    names = list(dict.fromkeys(r["scenario"] for r in rows))
+    if not names:
+        return []
+    fig, axes = plt.subplots(2, len(names), figsize=(4.6 * len(names), 7.5), squeeze=False)
+    for col, name in enumerate(names):
+        srows = [r for r in rows if r["scenario"] == name]
+        keys = [r["lib"] for r in srows]
+        ax = axes[0][col]
+        bottom = [0.0] * len(srows)
+        phases = list(dict.fromkeys(p["name"] for r in srows for p in r["phases"]))
+        shades = ["#4c72b0", "#dd8452", "#55a868", "#c44e52"]
+        for k, phase in enumerate(phases):
+            vals = [next((p["cpu_ns"] / 1e9 for p in r["phases"] if p["name"] == phase), 0)
+                    for r in srows]
+            ax.bar(range(len(srows)), vals, bottom=bottom, label=phase,
+                   color=shades[k % len(shades)])
+            bottom = [b + v for b, v in zip(bottom, vals)]
+        ax.set_title(f"{name}: CPU time per phase", fontsize=10)
+        ax.set_ylabel("process CPU s")
+        ax.legend(fontsize=7)
+        ax = axes[1][col]
+        ax.bar(range(len(srows)), [r["maxrss_kb"] / 1024 for r in srows],
+               color=[COLORS.get(k, "#999999") for k in keys])
+        ax.set_title(f"{name}: peak RSS", fontsize=10)
+        ax.set_ylabel("MB")
+        for a in (axes[0][col], axes[1][col]):
+            a.set_xticks(range(len(srows)))
+            a.set_xticklabels(keys, rotation=45, ha="right", fontsize=8)
+            a.grid(True, axis="y", alpha=0.3)
+    fig.suptitle("bench-scenarios: each library in a fresh process (lower is better)")
+    fig.tight_layout()
+    return [save(fig, outdir, "scenarios.png")]
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-o", "--outdir", default=".", help="where to write the PNGs")
-    ap.add_argument("files", nargs="+", help="JSON from tickloop-bench or Google Benchmark")
+    ap.add_argument("files", nargs="+", help="JSON from the benchmarks")
     args = ap.parse_args()
     os.makedirs(args.outdir, exist_ok=True)
     written, gb_docs = [], []
@@ -147,9 +263,10 @@ def main():
             gb_docs.append(doc)
         elif "results" in doc:
             written += plot_latency(doc, args.outdir)
+        elif "scenarios" in doc:
+            written += plot_scenarios(doc, args.outdir)
         else:
-            print(f"{path}: neither tickloop-bench nor Google Benchmark JSON, skipped",
-                  file=sys.stderr)
+            print(f"{path}: not JSON from these benchmarks, skipped", file=sys.stderr)
     if gb_docs:
         written += plot_ops(gb_docs, args.outdir)
     for path in written:

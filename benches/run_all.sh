@@ -1,0 +1,44 @@
+#!/bin/sh
+# run_all.sh: runs every benchmark suite one after the other and turns the
+# results into the PNGs of the README's "Performance" section.
+#
+#   benches/run_all.sh BUILD_DIR OUTDIR     (e.g. build docs/perf)
+#
+# Writes OUTDIR/*.txt (the tables as printed) and OUTDIR/*.png; the raw JSON
+# goes to OUTDIR/json/ (not committed: several MB of lateness samples).
+# Takes 25-40 minutes on a 2-core machine, most of it bench-timer-ops' 1e7
+# rows; MAX_N=1e6 leaves those out. The suites run one at a time: never run
+# two benchmarks at once, they would measure each other.
+set -eu
+build=${1:?usage: run_all.sh BUILD_DIR OUTDIR}
+out=${2:?usage: run_all.sh BUILD_DIR OUTDIR}
+max_n=${MAX_N:-1e7}
+here=$(cd "$(dirname "$0")" && pwd)
+b="$build/benches"
+mkdir -p "$out/json"
+
+ninja -C "$build" >/dev/null
+{
+    echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -srm), $(nproc) CPUs"
+    grep -m1 'model name' /proc/cpuinfo || true
+    git -C "$here" log -1 --format='# tickloop commit %h %s' 2>/dev/null || true
+} >"$out/machine.txt"
+
+"$b/tickloop-bench" --json "$out/json/latency.json" | tee "$out/latency.txt"
+"$b/bench-scenarios" --json "$out/json/scenarios.json" | tee "$out/scenarios.txt"
+"$b/bench-timer-ops" --max-n="$max_n" --benchmark_counters_tabular=true \
+    --benchmark_out="$out/json/timer_ops.json" --benchmark_out_format=json \
+    | tee "$out/timer_ops.txt"
+gb_files="$out/json/timer_ops.json"
+if [ -x "$b/bench-timer-ops-libevent" ]; then
+    "$b/bench-timer-ops-libevent" --max-n="$max_n" --benchmark_counters_tabular=true \
+        --benchmark_out="$out/json/timer_ops_libevent.json" --benchmark_out_format=json \
+        | tee "$out/timer_ops_libevent.txt"
+    gb_files="$gb_files $out/json/timer_ops_libevent.json"
+fi
+
+# Debian's matplotlib lives in /usr/bin/python3's path, not in a pyenv's.
+python=/usr/bin/python3
+[ -x "$python" ] || python=python3
+# shellcheck disable=SC2086 # gb_files is a list of paths without spaces
+"$python" "$here/plot.py" -o "$out" "$out/json/latency.json" "$out/json/scenarios.json" $gb_files
