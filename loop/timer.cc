@@ -9,12 +9,13 @@
  * not run again in the same iteration". A timer started during dispatch with a
  * deadline the dispatch could still pop (<= its now) is marked fresh with the
  * dispatch's epoch. Popping a fresh timer ends the dispatch: it goes straight
- * back in (its slot was just freed, so this cannot fail for the built-ins) and
- * runs next iteration, which the zero wait timeout starts at once. For heaps a
- * fresh timer is last in (deadline, insertion) order among the due ones, so
- * nothing older is held back; for wheels the rest of the tick waits one
- * iteration, never a tick. The dispatch holds no pointer across a callback, so
- * callbacks may stop, restart or free any timer.
+ * back in where it was (its slot was just freed, so this cannot fail for the
+ * built-ins; a heap keeps its insertion rank, so a tie with a timer started
+ * after it still runs first) and runs next iteration, which the zero wait
+ * timeout starts at once. For heaps a fresh timer comes after every due timer
+ * started before the dispatch, so nothing older is held back; for wheels the
+ * rest of the tick waits one iteration, never a tick. The dispatch holds no
+ * pointer across a callback, so callbacks may stop, restart or free any timer.
  */
 #include <cerrno>
 
@@ -76,9 +77,10 @@ uint64_t timers_dispatch(tl_loop *loop) noexcept {
         tl_timer *t = b->pop_expired(loop->timers, now);
         if (!t) break;
         if (is_fresh(loop, t)) {
-            /* Started by this dispatch: back in, and it runs next iteration. */
+            /* Started by this dispatch: back where it was (a heap keeps its
+               rank among equal deadlines), and it runs next iteration. */
             t->flags &= ~TIMER_FRESH;
-            if (b->insert(loop->timers, t) == 0) break;
+            if (put_back(b, loop->timers, t) == 0) break;
             /* Only a custom backend can fail here; running the timer now
                bends the iteration rule but loses nothing. */
         }

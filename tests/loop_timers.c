@@ -343,6 +343,43 @@ BACKEND_TEST(timer, zero_timeout_restart_runs_next_iteration) {
     free_loop(loop);
 }
 
+/* Timers started with timeout 0 from one callback tie on deadline "now" and
+ * wait for the next iteration; there the heaps still owe them start order. The
+ * first one popped in the starting dispatch goes back in; it must keep its
+ * rank (found by tests/reliability/loop_fuzz: it used to run last). */
+struct fresh_ties {
+    tl_timer starter;
+    tl_timer t[4];
+    char order[8];
+    int n;
+};
+
+static void on_fresh_tie(tl_loop *loop, tl_timer *t) {
+    (void)loop;
+    struct fresh_ties *f = t->data;
+    if (f->n < 7) f->order[f->n++] = (char)('A' + (t - f->t));
+}
+
+static void on_start_fresh_ties(tl_loop *loop, tl_timer *t) {
+    struct fresh_ties *f = t->data;
+    for (int i = 0; i < 4; ++i) cr_assert(tl_timer_start(loop, &f->t[i], 0, 0) == 0);
+    /* Restarting B makes it the youngest: it must now run last. */
+    cr_assert(tl_timer_start(loop, &f->t[1], 0, 0) == 0);
+}
+
+BACKEND_TEST(timer, fresh_zero_timeouts_keep_start_order) {
+    tl_loop *loop = new_loop(p->name);
+    struct fresh_ties f = {0};
+    tl_timer_init(&f.starter, on_start_fresh_ties, &f);
+    for (int i = 0; i < 4; ++i) tl_timer_init(&f.t[i], on_fresh_tie, &f);
+    cr_assert(tl_timer_start(loop, &f.starter, 0, 0) == 0);
+    run_to_end(loop);
+    cr_assert(f.n == 4, "%s: %d of 4 ran", p->name, f.n);
+    if (is_heap(p->name))
+        cr_assert(strcmp(f.order, "ACDB") == 0, "%s: ran %s, started A C D B", p->name, f.order);
+    free_loop(loop);
+}
+
 struct starve {
     struct self_restart spinner;
     tl_timer ender;

@@ -159,6 +159,14 @@ public:
         return 0;
     }
 
+    /* Pre: t was just popped and nothing was inserted since (so growth is not
+       needed and its sequence number is still unique). Post: t inside again
+       at its old (deadline, insertion) rank: ties keep their start order. */
+    void put_back(tl_timer *t) noexcept {
+        ++size_;
+        sift_up(Root + size_ - 1, Entry{t->deadline, t});
+    }
+
     /* Pre: t inside. Post: t not inside; the rest still a heap. */
     void remove(tl_timer *t) noexcept {
         size_t i = index_of(t);
@@ -230,6 +238,9 @@ public:
             return static_cast<DaryHeap *>(self)->pop_expired(now);
         }
         static size_t count(void *self) noexcept { return static_cast<DaryHeap *>(self)->count(); }
+        static void put_back(void *self, tl_timer *t) noexcept {
+            static_cast<DaryHeap *>(self)->put_back(t);
+        }
         static const char *check(void *self) noexcept {
             return static_cast<DaryHeap *>(self)->check();
         }

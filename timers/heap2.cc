@@ -14,6 +14,10 @@ using Heap2 = DaryHeap<2, 1>;
 
 const tl_timer_backend heap2_backend = Heap2::Vtable::make("heap2");
 
+void heap2_put_back(void *self, tl_timer *t) {
+    Heap2::Vtable::put_back(self, t);
+}
+
 const char *heap2_check(void *self) {
     return Heap2::Vtable::check(self);
 }

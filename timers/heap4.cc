@@ -16,6 +16,10 @@ using Heap4 = DaryHeap<4, 3>;
 
 const tl_timer_backend heap4_backend = Heap4::Vtable::make("heap4");
 
+void heap4_put_back(void *self, tl_timer *t) {
+    Heap4::Vtable::put_back(self, t);
+}
+
 const char *heap4_check(void *self) {
     return Heap4::Vtable::check(self);
 }
