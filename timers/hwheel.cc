@@ -343,6 +343,12 @@ public:
                 return;
             }
         }
+        move(t, deadline, e);
+    }
+
+    /* reschedule's slow path, out of line so that the in-place paths above
+       need no saved registers. */
+    [[gnu::noinline]] void move(tl_timer *t, uint64_t deadline, uint64_t e) noexcept {
         unfile(t);
         t->deadline = deadline;
         file(t, e);
