@@ -122,20 +122,7 @@ uint64_t current_dispatch(Session &s) {
     return iter + 1;
 }
 
-/*
- * KNOWN BUG (reported, not yet fixed in loop/timer.cc): two timers started
- * with timeout 0 from one dispatch run in reverse start order on the heaps,
- * because the dispatch pops the first, finds it fresh and re-inserts it, which
- * gives it a newer insertion number than the second
- * (faults.c: fresh_restarts_keep_start_order, disabled until fixed). Until the
- * fix lands, ties between such timers are not checked; set this to true then.
- */
-constexpr bool kCheckFreshTies = false;
-
 bool orders_before(const Session &s, const Slot &a, const Slot &b) {
-    if (s.heap && !kCheckFreshTies && a.deadline == b.deadline && a.fresh && b.fresh &&
-        a.started_in == b.started_in)
-        return false;
     if (s.heap) return a.deadline != b.deadline ? a.deadline < b.deadline : a.seq < b.seq;
     return tick_of(a.deadline, tick_ns(s)) < tick_of(b.deadline, tick_ns(s));
 }
@@ -513,7 +500,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
 #ifdef TL_FUZZ_REPLAY
 #include "replay.h"
-/* Found by this fuzzer: a callback starts every timer with timeout 0 on heap2
-   (see kCheckFreshTies). */
+/* Found by this fuzzer: a callback starts every timer with timeout 0 on heap2;
+   the first one popped went back in behind the others (fixed in loop/timer.cc). */
 FUZZ_REGRESSION(fresh_restarts_keep_start_order)
 #endif
