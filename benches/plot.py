@@ -32,6 +32,7 @@ try:
 
     matplotlib.use("Agg")  # files only; no display on a build machine
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 except ImportError:
     sys.exit("plot.py needs matplotlib (apt-get install python3-matplotlib; "
              "then run it with /usr/bin/python3)")
@@ -187,22 +188,30 @@ def plot_ops(docs, outdir):
         sweeps = [op for op in sweeps if any(len(v) > 1 for v in ops[op].values())]
         if not sweeps:
             continue
-        fig, axes = plt.subplots(1, len(sweeps), figsize=(4.3 * len(sweeps), 4.4),
-                                 squeeze=False)
-        for ax, op in zip(axes[0], sweeps):
+        cols = min(3, len(sweeps))
+        nrows = (len(sweeps) + 1 + cols - 1) // cols  # one cell more, for the legend
+        fig, axes = plt.subplots(nrows, cols, figsize=(4.8 * cols, 4.0 * nrows), squeeze=False)
+        cells = [ax for row in axes for ax in row]
+        for ax, op in zip(cells, sweeps):
             for lib, by_n in sorted(ops[op].items(), key=lambda kv: (is_peer(kv[0]), kv[0])):
                 points = sorted(by_n.items())
                 ax.plot([p[0] for p in points], [p[1] for p in points], style(lib),
                         marker="o", markersize=3, label=lib, color=COLORS.get(lib))
             ax.set_xscale("log")
             ax.set_yscale("log")
+            # Plain numbers on the y axis: a narrow log range has no decade label.
+            ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+            ax.yaxis.set_minor_locator(matplotlib.ticker.LogLocator(subs=(2, 5)))
+            ax.yaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+            ax.tick_params(axis="y", which="minor", labelsize=7)
             ax.set_xlabel("live timers N")
+            ax.set_ylabel("ns per operation (thread CPU time)", fontsize=8)
             ax.set_title(op, fontsize=10)
             ax.grid(True, which="both", alpha=0.3)
-        axes[0][0].set_ylabel("ns per operation (thread CPU time)")
-        handles, labels = axes[0][0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8,
-                   bbox_to_anchor=(0.5, -0.06))
+        handles, labels = cells[0].get_legend_handles_labels()
+        for ax in cells[len(sweeps):]:
+            ax.axis("off")
+        cells[len(sweeps)].legend(handles, labels, loc="center", fontsize=10)
         what = ("distinct random deadlines (1 s - 10 min; expire: 0 - 20 ms)"
                 if deadlines == "random" else "all deadlines equal")
         fig.suptitle(f"bench-timer-ops, {what} (lower is better)")

@@ -6,8 +6,8 @@
 #
 # Writes OUTDIR/*.txt (the tables as printed) and OUTDIR/*.png; the raw JSON
 # goes to OUTDIR/json/ (not committed: several MB of lateness samples).
-# Takes 25-40 minutes on a 2-core machine, most of it bench-timer-ops' 1e7
-# rows; MAX_N=1e6 leaves those out. The suites run one at a time: never run
+# Takes about 30 minutes on a 2-core machine, most of it bench-timer-ops;
+# MAX_N=1e6 leaves out its 1e7 rows. The suites run one at a time: never run
 # two benchmarks at once, they would measure each other.
 set -eu
 build=${1:?usage: run_all.sh BUILD_DIR OUTDIR}
@@ -35,6 +35,11 @@ if [ -x "$b/bench-timer-ops-libevent" ]; then
         --benchmark_out="$out/json/timer_ops_libevent.json" --benchmark_out_format=json \
         | tee "$out/timer_ops_libevent.txt"
     gb_files="$gb_files $out/json/timer_ops_libevent.json"
+fi
+
+if [ -x "$b/bench-loop-overhead" ]; then
+    "$b/bench-loop-overhead" --benchmark_out="$out/json/loop_overhead.json" \
+        --benchmark_out_format=json | tee "$out/loop_overhead.txt"
 fi
 
 # Debian's matplotlib lives in /usr/bin/python3's path, not in a pyenv's.
