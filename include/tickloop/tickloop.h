@@ -62,7 +62,7 @@ typedef struct tl_loop_options {
                                           -ENOSPC (Netty's maxPendingTimeouts); 0: unlimited   */
     uint32_t max_timers_per_iteration; /* timer callbacks per iteration before I/O
                              is served again (the rest run next iteration, in
-                             order); 0: default 65536                            */
+                             order); 0: default 8192                             */
     uint64_t timer_slack_ns;           /* prctl(PR_SET_TIMERSLACK) applied to the thread that
                                        runs the loop; 0: leave the thread's slack alone
                                        (Linux's default is 50 us)                          */

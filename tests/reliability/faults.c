@@ -721,7 +721,7 @@ Test(faults, fork_child_creates_its_own_loop_parent_keeps_working, .timeout = 30
 /* ------------------------------------------------------------------------ */
 
 /* The default max_timers_per_iteration (tickloop.h). */
-#define kDefaultCap 65536
+#define kDefaultCap 8192
 
 struct ping {
     uint64_t sent_ns;
@@ -850,9 +850,14 @@ BACKEND_TEST_OPTS(faults, storm_of_1e6_due_timers_serves_a_socket_promptly, .tim
             s.worst_delay / 1e3, (unsigned long long)s.worst_callbacks, s.pings);
     /* The bound that holds on any machine is in callbacks, not time: a ping
        that arrives during a batch waits for the rest of it, or for one more
-       if it arrives just after the wait collected events. */
-    cr_assert_leq(s.worst_callbacks, 2 * (uint64_t)cap, "%s: a ping waited for %llu callbacks",
-                  p->name, (unsigned long long)s.worst_callbacks);
+       if it arrives just after the wait collected events. The ping thread
+       reads the count before its write, and a busy machine may preempt it in
+       between while the loop goes on (a wheel runs a few hundred callbacks in
+       20 us): half a batch of slack for that. Without the cap it would be
+       the whole storm. */
+    cr_assert_leq(s.worst_callbacks, 2 * (uint64_t)cap + cap / 2,
+                  "%s: a ping waited for %llu callbacks", p->name,
+                  (unsigned long long)s.worst_callbacks);
     cr_assert_eq(tl_io_stop(loop, &w), 0);
     free_loop(loop);
     close(sv[0]);

@@ -445,7 +445,7 @@ void run_session(Session &s, const uint8_t *data, size_t size) {
     s.opts.wheel_slots = slots[config >> 3 & 1];
     s.opts.max_timers_per_iteration = caps[config >> 4 & 3];
     s.opts.max_timers = limits[config >> 6 & 3];
-    s.cap = s.opts.max_timers_per_iteration ? s.opts.max_timers_per_iteration : 65536;
+    s.cap = s.opts.max_timers_per_iteration ? s.opts.max_timers_per_iteration : 8192;
     int r = tl_loop_new(&s.loop, &s.opts);
     if (r < 0 && s.opts.io == TL_IO_URING) { /* a kernel without io_uring */
         s.opts.io = TL_IO_EPOLL;
