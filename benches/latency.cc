@@ -734,6 +734,90 @@ void print_latency_table(const char *title, const std::vector<Result> &rows) {
     std::fflush(stdout);
 }
 
+/* The one-screen summary: every tickloop configuration (backend/io) across
+   every workload that ran, each cell "our figure (ours / best peer's)". The
+   latency cells are p50 and p99 in us (timer slack as printed at the top;
+   the slack-1 rows stay in their own table); the operation cells are ns/op
+   of the backend, whatever the I/O kind. */
+void print_summary(const std::vector<Result> &all) {
+    struct Column {
+        std::string workload, label;
+        bool latency;
+        double q; /* latency: the percentile */
+    };
+    std::vector<Column> columns;
+    for (const char *w : {"chain", "open"})
+        for (double q : {0.50, 0.99})
+            columns.push_back({w, std::string(w) + (q < 0.9 ? " p50" : " p99"), true, q});
+    for (const char *w : {"restart", "expire", "expire-shuffled"})
+        columns.push_back({w, std::string(w) + " ns", false, 0});
+    auto figure = [](const Column &c, const Result &r) {
+        if (!c.latency) return median_ns_per_op(r);
+        Stats s = stats_of(r.lateness);
+        return (double)(c.q < 0.9 ? s.p50 : s.p99) / 1e3;
+    };
+    /* Populations: the first of each operation workload (1e5 by default). */
+    std::vector<uint64_t> population(columns.size());
+    std::vector<double> best(columns.size());
+    std::vector<std::string> best_name(columns.size());
+    for (size_t c = 0; c < columns.size(); ++c)
+        for (const Result &r : all) {
+            if (r.workload != columns[c].workload || !r.skipped.empty()) continue;
+            if (!columns[c].latency && population[c] == 0) population[c] = r.population;
+            if (!columns[c].latency && r.population != population[c]) continue;
+            if (columns[c].latency && r.lateness.empty()) continue;
+            if (r.family != "peer") continue;
+            double v = figure(columns[c], r);
+            if (best_name[c].empty() || v < best[c]) best[c] = v, best_name[c] = r.impl;
+        }
+    std::vector<std::string> configs;
+    for (const Result &r : all)
+        if (r.family == "tickloop" && (r.workload == "chain" || r.workload == "open") &&
+            r.impl.find(" slack ") == std::string::npos &&
+            std::find(configs.begin(), configs.end(), r.impl) == configs.end())
+            configs.push_back(r.impl);
+    if (configs.empty()) return;
+    std::printf("\n== summary: tickloop x workload; each cell: our figure (ours / best peer's, "
+                "below 1 is better) ==\n%-22s",
+                "");
+    for (const Column &c : columns) std::printf(" %17s", c.label.c_str());
+    std::printf("\n");
+    for (const std::string &impl : configs) {
+        std::string backend = impl.substr(0, impl.find('/'));
+        std::printf("%-22s", impl.substr(std::strlen("tickloop ")).c_str());
+        for (size_t c = 0; c < columns.size(); ++c) {
+            const std::string &want = columns[c].latency ? impl : backend;
+            auto it = std::find_if(all.begin(), all.end(), [&](const Result &r) {
+                return r.impl == want && r.workload == columns[c].workload && r.skipped.empty() &&
+                       (columns[c].latency || r.population == population[c]);
+            });
+            char cell[40] = "-";
+            if (it != all.end()) {
+                double v = figure(columns[c], *it);
+                if (best[c] > 0)
+                    std::snprintf(cell, sizeof cell, "%.1f (%.2fx)", v, v / best[c]);
+                else
+                    std::snprintf(cell, sizeof cell, "%.1f", v);
+            }
+            std::printf(" %17s", cell);
+        }
+        std::printf("\n");
+    }
+    std::printf("%-22s", "best peer");
+    for (size_t c = 0; c < columns.size(); ++c) {
+        char cell[40] = "-";
+        if (!best_name[c].empty()) std::snprintf(cell, sizeof cell, "%.1f", best[c]);
+        std::printf(" %17s", cell);
+    }
+    std::printf("\n");
+    for (size_t c = 0; c < columns.size(); ++c)
+        if (!best_name[c].empty())
+            std::printf("best peer, %s: %s%s\n", columns[c].label.c_str(), best_name[c].c_str(),
+                        population[c] ? (" (" + std::to_string(population[c]) + " live)").c_str()
+                                      : "");
+    std::fflush(stdout);
+}
+
 void print_ops_table(const char *title, const std::vector<Result> &rows, const char *op_label) {
     std::printf("\n== %s ==\n", title);
     double best = 0;
@@ -1164,6 +1248,8 @@ int main(int argc, char **argv) {
                 print_ops_table(title, run_rounds(runners, opt.params.expire_rounds), "expiries");
             }
     }
+
+    print_summary(all);
 
     double took = (double)(mono_ns() - start) / 1e9;
     std::printf("\ntook %.1f s\n", took);
