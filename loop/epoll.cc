@@ -1,7 +1,9 @@
 /*
  * The epoll I/O backend: level-triggered readiness, nanosecond waits.
  *
- * Waits use epoll_pwait2 (Linux 5.11) with a timespec. If the kernel answers
+ * A wait of zero or of no limit is an epoll_wait (0 or -1 ms say it exactly,
+ * and it is the cheaper syscall); timed waits use epoll_pwait2 (Linux 5.11)
+ * with a timespec. If the kernel answers
  * ENOSYS (or a seccomp filter EPERM, which a wait cannot otherwise return),
  * the backend falls back for good to epoll_wait with the timeout rounded *up*
  * to whole milliseconds: rounding down would wake before the deadline and
@@ -43,19 +45,23 @@ public:
 
     int wait(uint64_t timeout_ns, ReadyEvent *out, int cap) noexcept override {
         if (cap > kMaxEvents) cap = kMaxEvents;
-        int n = -1;
-        if (use_pwait2_) {
-            struct timespec ts;
-            struct timespec *tsp = nullptr;
-            if (timeout_ns != UINT64_MAX) {
+        int n;
+        if (timeout_ns == 0 || timeout_ns == UINT64_MAX) {
+            /* epoll_wait says "no wait" and "no limit" exactly, and is the
+               cheaper call: epoll_pwait2 copies and converts a timespec even
+               for a zero timeout (a NOWAIT poll: 264 vs 150 ns on this VM). */
+            n = epoll_wait(epfd_, events_, cap, timeout_ns ? -1 : 0);
+        } else {
+            n = -1;
+            if (use_pwait2_) {
+                struct timespec ts;
                 ts.tv_sec = (time_t)(timeout_ns / 1000000000u);
                 ts.tv_nsec = (long)(timeout_ns % 1000000000u);
-                tsp = &ts;
+                n = epoll_pwait2(epfd_, events_, cap, &ts, nullptr);
+                if (n < 0 && (errno == ENOSYS || errno == EPERM)) use_pwait2_ = false;
             }
-            n = epoll_pwait2(epfd_, events_, cap, tsp, nullptr);
-            if (n < 0 && (errno == ENOSYS || errno == EPERM)) use_pwait2_ = false;
+            if (!use_pwait2_) n = epoll_wait(epfd_, events_, cap, timeout_ms(timeout_ns));
         }
-        if (!use_pwait2_) n = epoll_wait(epfd_, events_, cap, timeout_ms(timeout_ns));
         if (n < 0) return -errno;
         for (int i = 0; i < n; ++i)
             out[i] = ReadyEvent{events_[i].data.u64, tl_events(events_[i].events)};
