@@ -25,10 +25,14 @@
  * Invariants (checked by wheel_check()):
  * - A timer's link[2] holds its slot (kDue in the due list), so removal finds
  *   it without dividing.
- * - A timer in slot s has e mod N == s and e >= cur; slot_min[s] is <= every
- *   deadline in the slot (it may be stale but low after a cancel, which costs
- *   at most one extra walk). Due timers have e <= cur; due_min is a lower
- *   bound of their deadlines.
+ * - A timer in slot s has e mod N == s and e >= cur, unless it is marked lazy:
+ *   rescheduled later to another slot's tick and left in place (a heartbeat
+ *   then touches only the timer). A lazy timer's slot is walked no later than
+ *   its tick (the slot's minimum is at most its old deadline), and the walk
+ *   re-files it. slot_min[s] is <= every deadline in the slot (it may be
+ *   stale but low after a cancel or a lazy reschedule, which costs at most
+ *   one extra walk). Due timers have e <= cur; due_min is a lower bound of
+ *   their deadlines.
  * - Occupancy bits are set exactly for the non-empty slots; count is the
  *   number of timers in the slots and the due list.
  * - While the window is valid: no timer in a slot has e before it, and every
@@ -67,10 +71,13 @@ namespace {
  * fitting any cache and an empty scan reads 16K words; use hwheel instead. */
 constexpr uint64_t kMaxSlots = uint64_t(1) << 20;
 
-/* Node: link[0] = next, link[1] = prev, link[2] = slot or kDue. */
+/* Node: link[0] = next, link[1] = prev, link[2] = slot (| kLazy) or kDue. */
 static_assert(3 * sizeof(uintptr_t) <= timer_link_bytes, "wheel node fits in tl_timer.link");
 constexpr uintptr_t kDue = UINTPTR_MAX;
-static_assert(kMaxSlots - 1 < kDue, "slot numbers and the due mark differ");
+/* A timer rescheduled later without moving: its slot is not its fire tick's,
+   and the walk of that slot (due no later than the old deadline) re-files it. */
+constexpr uintptr_t kLazy = uintptr_t(1) << 30;
+static_assert(kMaxSlots <= kLazy, "slot numbers stay below the lazy mark");
 
 tl_timer *next_of(const tl_timer *t) noexcept {
     return reinterpret_cast<tl_timer *>(t->link[0]);
@@ -230,15 +237,16 @@ class Wheel {
             list_unlink(due_, t);
             return;
         }
-        size_t s = size_t(t->link[2]);
+        size_t s = size_t(t->link[2] & ~kLazy);
         list_unlink(slots_[s], t);
         if (!slots_[s]) slot_emptied(s);
     }
 
     /* Pre: the due list is empty, slot s is visited at tick T, limit <=
        time_of(T). Post: its timers with deadline <= limit are in the due list
-       (unaligned deadlines first), slot_min[s] is exact, and s is active only
-       if a timer of tick T is left. */
+       (unaligned deadlines first), its lazy ones re-filed where their fire
+       tick says, slot_min[s] is exact, and s is active only if a timer of
+       tick T is left. */
     void collect(size_t s, uint64_t T, uint64_t limit) noexcept {
         tl_timer *t = slots_[s];
         slots_[s] = nullptr;
@@ -248,7 +256,12 @@ class Wheel {
             tl_timer *n = next_of(t);
             if (t->deadline <= limit) {
                 push_due(t, T);
+            } else if ((t->link[2] & kLazy) && (fire_tick(t->deadline) & mask_) != s) {
+                /* Its fire tick is after T (deadline > limit), in another
+                   slot: never behind cur, never before the window. */
+                file(t, fire_tick(t->deadline));
             } else {
+                t->link[2] = s;
                 list_push(slots_[s], t, true);
                 if (t->deadline < min) min = t->deadline;
             }
@@ -358,13 +371,26 @@ public:
         --count_;
     }
 
-    /* Pre: t inside. Post: t->deadline == deadline, t inside at its new fire
-       tick. Staying in the same slot rewrites the deadline in place; any
-       other change is an unlink and a push, also O(1). */
+    /* Pre: t inside. Post: t->deadline == deadline, t inside and due at its
+       new fire tick. Staying in the same slot rewrites the deadline in place.
+       A later deadline elsewhere also stays (marked lazy): its slot is walked
+       by the old deadline, and the walk re-files it (the heartbeat case costs
+       O(1) and touches no list). An earlier one is moved at once: an unlink
+       and a push, also O(1). */
     void reschedule(tl_timer *t, uint64_t deadline) noexcept {
         uint64_t e = fire_tick(deadline);
-        if (t->link[2] != kDue && e >= cur_ && (e & mask_) == t->link[2]) {
-            size_t s = size_t(t->link[2]);
+        if (t->link[2] != kDue && e >= cur_) {
+            size_t s = size_t(t->link[2] & ~kLazy);
+            if ((e & mask_) != s) {
+                if (deadline < t->deadline) {
+                    move(t, deadline, e);
+                    return;
+                }
+                t->deadline = deadline;
+                t->link[2] = s | kLazy;
+                return;
+            }
+            t->link[2] = s;
             t->deadline = deadline;
             if (deadline < slot_min_[s]) slot_min_[s] = deadline;
             if (window_valid_) {
@@ -375,12 +401,19 @@ public:
             }
             return;
         }
+        move(t, deadline, e);
+    }
+
+    /* reschedule's slow path, out of line so that the in-place paths above
+       need no saved registers. */
+    [[gnu::noinline]] void move(tl_timer *t, uint64_t deadline, uint64_t e) noexcept {
         unfile(t);
         t->deadline = deadline;
         file(t, e);
     }
 
-    /* A lower bound of every deadline inside, exact unless a cancel left a
+    /* A lower bound of every deadline inside, exact unless a cancel or a lazy
+       reschedule left a
        minimum stale: the due list's; else the minimum of the first slot due
        in the window; else the horizon. */
     uint64_t next_expiry() noexcept {
@@ -469,13 +502,23 @@ public:
                     return check_failed("wheel: more timers linked than count %zu", count_);
                 if (prev_of(next_of(t)) != t || next_of(prev_of(t)) != t)
                     return check_failed("wheel: broken links in slot %zu", s);
-                if (t->link[2] != s)
+                bool lazy = t->link[2] & kLazy;
+                if ((t->link[2] & ~kLazy) != s)
                     return check_failed("wheel: timer in slot %zu records slot %llu", s,
                                         (unsigned long long)t->link[2]);
                 uint64_t e = fire_tick(t->deadline);
-                if ((e & mask_) != s)
-                    return check_failed("wheel: timer with tick %llu in slot %zu",
-                                        (unsigned long long)e, s);
+                if (((e & mask_) != s) != lazy)
+                    return check_failed("wheel: timer with tick %llu in slot %zu, %s",
+                                        (unsigned long long)e, s, lazy ? "lazy" : "not lazy");
+                if (lazy) {
+                    /* Its slot must be walked (and it re-filed) by its tick. */
+                    uint64_t from = fire_tick(min) > cur_ ? fire_tick(min) : cur_;
+                    if (visit_tick(from, s) > e)
+                        return check_failed("wheel: lazy timer with tick %llu in slot %zu, "
+                                            "walked only at %llu",
+                                            (unsigned long long)e, s,
+                                            (unsigned long long)visit_tick(from, s));
+                }
                 if (e < cur_)
                     return check_failed("wheel: timer with tick %llu in slot %zu behind cur %llu",
                                         (unsigned long long)e, s, (unsigned long long)cur_);
@@ -485,7 +528,7 @@ public:
                 if (window_valid_ && e < window_)
                     return check_failed("wheel: timer with tick %llu before the window at %llu",
                                         (unsigned long long)e, (unsigned long long)window_);
-                if (window_valid_ && in_window(e) && !test_bit(active_, s))
+                if (window_valid_ && !lazy && in_window(e) && !test_bit(active_, s))
                     return check_failed("wheel: slot %zu holds tick %llu of the window at %llu "
                                         "but is not active",
                                         s, (unsigned long long)e, (unsigned long long)window_);
