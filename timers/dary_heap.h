@@ -251,6 +251,10 @@ public:
     };
 };
 
+/* The two built-in instantiations (heap2.cc and heap4.cc say why these). */
+using Heap2 = DaryHeap<2, 1>;
+using Heap4 = DaryHeap<4, 3>;
+
 } // namespace tl::detail
 
 #endif /* TICKLOOP_TIMERS_DARY_HEAP_H */

@@ -10,8 +10,6 @@
 
 namespace tl::detail {
 
-using Heap2 = DaryHeap<2, 1>;
-
 const tl_timer_backend heap2_backend = Heap2::Vtable::make("heap2");
 
 void heap2_put_back(void *self, tl_timer *t) {

@@ -12,8 +12,6 @@
 
 namespace tl::detail {
 
-using Heap4 = DaryHeap<4, 3>;
-
 const tl_timer_backend heap4_backend = Heap4::Vtable::make("heap4");
 
 void heap4_put_back(void *self, tl_timer *t) {
