@@ -1,7 +1,7 @@
 // Loop overhead per I/O backend, beside the bare kernel calls it is built on.
 //
 // - empty NOWAIT iteration (one idle watcher keeps the loop alive) vs the
-//   bare floors: epoll_pwait2 with a zero timeout, and
+//   bare floors: epoll_wait and epoll_pwait2 with a zero timeout, and
 //   io_uring_submit_and_wait_timeout with a zero timeout;
 // - an iteration with M ready fds (M = 1, 64: one unread byte each, so
 //   level-triggered readiness reports them every time) vs bare epoll_pwait2
@@ -70,10 +70,10 @@ BENCHMARK_CAPTURE(BM_LoopNowait, epoll, TL_IO_EPOLL)->Arg(0)->Arg(1)->Arg(64);
 BENCHMARK_CAPTURE(BM_LoopNowait, io_uring, TL_IO_URING)->Arg(0)->Arg(1)->Arg(64);
 
 /* Floor: epoll_pwait2 with a zero timeout over the same fds. */
-void BM_BareEpollPwait2(benchmark::State &state) {
-    const int ready = (int)state.range(0);
+/* An epoll set over the watched ends of pairs (one unread byte each when
+   ready), as the loop benchmarks register them. */
+int bare_epoll_set(benchmark::State &state, Pairs &pairs, int ready) {
     int epfd = epoll_create1(EPOLL_CLOEXEC);
-    Pairs pairs(ready ? ready : 1);
     for (int i = 0; i < (ready ? ready : 1); ++i) {
         epoll_event ev{};
         ev.events = EPOLLIN;
@@ -81,6 +81,13 @@ void BM_BareEpollPwait2(benchmark::State &state) {
         epoll_ctl(epfd, EPOLL_CTL_ADD, pairs.watched(i), &ev);
         if (ready && write(pairs.peer(i), "x", 1) != 1) state.SkipWithError("write");
     }
+    return epfd;
+}
+
+void BM_BareEpollPwait2(benchmark::State &state) {
+    const int ready = (int)state.range(0);
+    Pairs pairs(ready ? ready : 1);
+    int epfd = bare_epoll_set(state, pairs, ready);
     epoll_event events[256];
     timespec zero{0, 0};
     for (auto _ : state) benchmark::DoNotOptimize(epoll_pwait2(epfd, events, 256, &zero, nullptr));
@@ -89,6 +96,20 @@ void BM_BareEpollPwait2(benchmark::State &state) {
     close(epfd);
 }
 BENCHMARK(BM_BareEpollPwait2)->Arg(0)->Arg(1)->Arg(64);
+
+/* Floor: epoll_wait with a zero timeout, the cheaper call (no timespec to
+   copy and convert), which is what the loop issues for a zero wait. */
+void BM_BareEpollWait(benchmark::State &state) {
+    const int ready = (int)state.range(0);
+    Pairs pairs(ready ? ready : 1);
+    int epfd = bare_epoll_set(state, pairs, ready);
+    epoll_event events[256];
+    for (auto _ : state) benchmark::DoNotOptimize(epoll_wait(epfd, events, 256, 0));
+    state.counters["ns/iter"] = benchmark::Counter(
+        (double)state.iterations(), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+    close(epfd);
+}
+BENCHMARK(BM_BareEpollWait)->Arg(0)->Arg(1)->Arg(64);
 
 /* Floor: one io_uring_enter with a zero timeout (EXT_ARG), nothing queued. */
 void BM_BareUringWaitTimeout(benchmark::State &state) {
