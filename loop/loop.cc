@@ -219,7 +219,10 @@ TL_API int tl_loop_run(tl_loop *loop, tl_run_mode mode) {
     loop->run_thread = pthread_self();
     /* Slack belongs to the thread, and the loop may run on any one. */
     if (loop->timer_slack_ns) prctl(PR_SET_TIMERSLACK, (unsigned long)loop->timer_slack_ns);
-    loop->now = clock_now();
+    /* The first wait's timeout needs the time now (a stale one would make it
+       too long). A NOWAIT run does not wait: the read after its poll is the
+       iteration's one clock read. */
+    if (mode != TL_RUN_NOWAIT) loop->now = clock_now();
     int r = 0;
     while (alive(loop) && !loop->stopping) {
         r = iterate(loop, mode);
