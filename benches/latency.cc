@@ -1082,6 +1082,28 @@ int main(int argc, char **argv) {
         return rows;
     };
 
+    /* The rows of a timer-operation workload: every tickloop timer backend
+       (on the first I/O kind only: the workload never polls), then libev and
+       libuv, each made by runner(make, family). libevent runs in its helper. */
+    auto ops_runners = [&](auto runner) {
+        std::vector<RunRound> runners;
+        for (const TlConfig &cfg : configs) {
+            if (cfg.io.kind != configs.front().io.kind) continue;
+            std::string timers = cfg.timers;
+            tl_io_kind io = cfg.io.kind;
+            runners.push_back(
+                runner([timers, io] { return std::make_unique<TickloopOps>(timers.c_str(), io); },
+                       "tickloop"));
+        }
+#if TL_BENCH_HAVE_LIBEV
+        runners.push_back(runner([] { return std::make_unique<LibevOps>(); }, "peer"));
+#endif
+#if TL_BENCH_HAVE_LIBUV
+        runners.push_back(runner([] { return std::make_unique<LibuvOps>(); }, "peer"));
+#endif
+        return runners;
+    };
+
     auto latency_workload = [&](const char *workload, const std::string &title) {
         bool chain = std::strcmp(workload, "chain") == 0;
         const Params &p = opt.params;
@@ -1175,21 +1197,7 @@ int main(int argc, char **argv) {
                     return std::vector<Result>{r};
                 };
             };
-            std::vector<RunRound> runners;
-            for (const TlConfig &cfg : configs) {
-                if (cfg.io.kind != configs.front().io.kind) continue; /* timers only */
-                std::string timers = cfg.timers;
-                tl_io_kind io = cfg.io.kind;
-                runners.push_back(runner(
-                    [timers, io] { return std::make_unique<TickloopOps>(timers.c_str(), io); },
-                    "tickloop"));
-            }
-#if TL_BENCH_HAVE_LIBEV
-            runners.push_back(runner([] { return std::make_unique<LibevOps>(); }, "peer"));
-#endif
-#if TL_BENCH_HAVE_LIBUV
-            runners.push_back(runner([] { return std::make_unique<LibuvOps>(); }, "peer"));
-#endif
+            std::vector<RunRound> runners = ops_runners(runner);
             runners.push_back([&](size_t round) { return libevent_run(opt, "restart", round); });
             char title[200];
             std::snprintf(title, sizeof title,
@@ -1220,21 +1228,7 @@ int main(int argc, char **argv) {
                         return std::vector<Result>{r};
                     };
                 };
-                std::vector<RunRound> runners;
-                for (const TlConfig &cfg : configs) {
-                    if (cfg.io.kind != configs.front().io.kind) continue; /* timers only */
-                    std::string timers = cfg.timers;
-                    tl_io_kind io = cfg.io.kind;
-                    runners.push_back(runner(
-                        [timers, io] { return std::make_unique<TickloopOps>(timers.c_str(), io); },
-                        "tickloop"));
-                }
-#if TL_BENCH_HAVE_LIBEV
-                runners.push_back(runner([] { return std::make_unique<LibevOps>(); }, "peer"));
-#endif
-#if TL_BENCH_HAVE_LIBUV
-                runners.push_back(runner([] { return std::make_unique<LibuvOps>(); }, "peer"));
-#endif
+                std::vector<RunRound> runners = ops_runners(runner);
                 runners.push_back(
                     [&, workload](size_t round) { return libevent_run(opt, workload, round); });
                 char title[200];
