@@ -56,6 +56,7 @@
 #include <cerrno>
 #include <new>
 
+#include "slot_list.h"
 #include "timers.h"
 
 namespace tl::detail {
@@ -122,47 +123,6 @@ public:
         return k > UINT64_MAX / tick_ ? UINT64_MAX : k * tick_;
     }
 };
-
-tl_timer *next_of(const tl_timer *t) noexcept {
-    return reinterpret_cast<tl_timer *>(t->link[0]);
-}
-tl_timer *prev_of(const tl_timer *t) noexcept {
-    return reinterpret_cast<tl_timer *>(t->link[1]);
-}
-void set_next(tl_timer *t, tl_timer *n) noexcept {
-    t->link[0] = reinterpret_cast<uintptr_t>(n);
-}
-void set_prev(tl_timer *t, tl_timer *p) noexcept {
-    t->link[1] = reinterpret_cast<uintptr_t>(p);
-}
-
-/* Appends t to the circular list at head, or prepends it when front. */
-void list_push(tl_timer *&head, tl_timer *t, bool front) noexcept {
-    if (!head) {
-        set_next(t, t);
-        set_prev(t, t);
-        head = t;
-        return;
-    }
-    tl_timer *tail = prev_of(head);
-    set_next(t, head);
-    set_prev(t, tail);
-    set_next(tail, t);
-    set_prev(head, t);
-    if (front) head = t;
-}
-
-void list_unlink(tl_timer *&head, tl_timer *t) noexcept {
-    tl_timer *n = next_of(t);
-    if (n == t) {
-        head = nullptr;
-        return;
-    }
-    tl_timer *p = prev_of(t);
-    set_next(p, n);
-    set_prev(n, p);
-    if (head == t) head = n;
-}
 
 constexpr uint64_t bit(unsigned i) noexcept {
     return uint64_t(1) << i;
@@ -251,11 +211,9 @@ class HWheel {
 
     /* Detaches the whole list of (level, slot), as a NULL-terminated chain. */
     tl_timer *take_slot(unsigned level, unsigned slot) noexcept {
-        tl_timer *t = slots_[level][slot];
-        slots_[level][slot] = nullptr;
+        tl_timer *t = list_take(slots_[level][slot]);
         occupied_[level] &= ~bit(slot);
         if (!occupied_[level]) levels_ &= ~bit(level);
-        set_next(prev_of(t), nullptr); /* break the circle at the old tail */
         return t;
     }
 

@@ -60,6 +60,7 @@
 #include <cerrno>
 #include <new>
 
+#include "slot_list.h"
 #include "timers.h"
 
 namespace tl::detail {
@@ -78,47 +79,6 @@ constexpr uintptr_t kDue = UINTPTR_MAX;
    and the walk of that slot (due no later than the old deadline) re-files it. */
 constexpr uintptr_t kLazy = uintptr_t(1) << 30;
 static_assert(kMaxSlots <= kLazy, "slot numbers stay below the lazy mark");
-
-tl_timer *next_of(const tl_timer *t) noexcept {
-    return reinterpret_cast<tl_timer *>(t->link[0]);
-}
-tl_timer *prev_of(const tl_timer *t) noexcept {
-    return reinterpret_cast<tl_timer *>(t->link[1]);
-}
-void set_next(tl_timer *t, tl_timer *n) noexcept {
-    t->link[0] = reinterpret_cast<uintptr_t>(n);
-}
-void set_prev(tl_timer *t, tl_timer *p) noexcept {
-    t->link[1] = reinterpret_cast<uintptr_t>(p);
-}
-
-/* Appends t to the circular list at head, or prepends it when front. */
-void list_push(tl_timer *&head, tl_timer *t, bool front) noexcept {
-    if (!head) {
-        set_next(t, t);
-        set_prev(t, t);
-        head = t;
-        return;
-    }
-    tl_timer *tail = prev_of(head);
-    set_next(t, head);
-    set_prev(t, tail);
-    set_next(tail, t);
-    set_prev(head, t);
-    if (front) head = t;
-}
-
-void list_unlink(tl_timer *&head, tl_timer *t) noexcept {
-    tl_timer *n = next_of(t);
-    if (n == t) {
-        head = nullptr;
-        return;
-    }
-    tl_timer *p = prev_of(t);
-    set_next(p, n);
-    set_prev(n, p);
-    if (head == t) head = n;
-}
 
 class Wheel {
     static constexpr size_t kNone = SIZE_MAX;
@@ -248,9 +208,7 @@ class Wheel {
        tick says, slot_min[s] is exact, and s is active only if a timer of
        tick T is left. */
     void collect(size_t s, uint64_t T, uint64_t limit) noexcept {
-        tl_timer *t = slots_[s];
-        slots_[s] = nullptr;
-        set_next(prev_of(t), nullptr); /* break the circle at the old tail */
+        tl_timer *t = list_take(slots_[s]);
         uint64_t min = UINT64_MAX;
         while (t) {
             tl_timer *n = next_of(t);
