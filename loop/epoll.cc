@@ -69,8 +69,8 @@ public:
     }
 
 private:
+    /* A finite, non-zero wait in whole ms, rounded up (never early). */
     static int timeout_ms(uint64_t ns) noexcept {
-        if (ns == UINT64_MAX) return -1;
         uint64_t ms = ns / 1000000u + (ns % 1000000u != 0);
         return ms > INT_MAX ? INT_MAX : (int)ms;
     }
