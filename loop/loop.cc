@@ -17,7 +17,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <new>
 #include <sys/prctl.h>
 #include <type_traits>
 #include <unistd.h>
