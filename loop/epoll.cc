@@ -14,7 +14,6 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
-#include <new>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -97,7 +96,7 @@ int epoll_backend_create(IoBackend **out) noexcept {
     if (epfd < 0) return -errno;
     const char *env = std::getenv("TICKLOOP_EPOLL_PWAIT2");
     bool use_pwait2 = !(env && std::strcmp(env, "0") == 0);
-    auto *backend = new (std::nothrow) EpollBackend(epfd, use_pwait2);
+    auto *backend = new EpollBackend(epfd, use_pwait2);
     if (!backend) {
         close(epfd);
         return -ENOMEM;

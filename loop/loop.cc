@@ -23,7 +23,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <new>
 #include <sys/prctl.h>
 #include <type_traits>
 #include <unistd.h>

@@ -10,6 +10,7 @@
 #include <pthread.h>
 
 #include "tickloop/timer_backend.h"
+#include "timers/timers.h"
 
 namespace tl::detail {
 
@@ -111,7 +112,7 @@ bool list_contains(const Node *head, const Node *node) noexcept {
 
 /* A readiness poller. Level-triggered: an fd that stays ready is reported by
  * every wait. All calls return 0 / a count, or a negative errno. */
-class IoBackend {
+class IoBackend : public MallocNew {
 public:
     virtual ~IoBackend() = default;
     virtual const char *name() const noexcept = 0;

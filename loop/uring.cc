@@ -28,7 +28,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <new>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
@@ -292,7 +291,7 @@ private:
 } // namespace
 
 int uring_backend_create(IoBackend **out) noexcept {
-    auto *backend = new (std::nothrow) UringBackend();
+    auto *backend = new UringBackend();
     if (!backend) return -ENOMEM;
     /* Newest flags first; each older kernel refuses the ones it lacks. */
     /* TASKRUN_FLAG makes the kernel raise IORING_SQ_TASKRUN when completions
