@@ -107,19 +107,20 @@ uint64_t wait_timeout(tl_loop *loop, tl_run_mode mode) noexcept {
 /* One iteration; returns 0 or a negative errno from the wait. */
 int iterate(tl_loop *loop, tl_run_mode mode) noexcept {
     uint64_t timeout = wait_timeout(loop, mode);
-    uint64_t wait_until = sat_add(loop->now, timeout);
+    /* The backends wait for the deadline itself (0: do not block). */
+    uint64_t deadline = timeout == 0 ? 0 : sat_add(loop->now, timeout);
     int n;
-    for (;;) {
-        n = loop->io->wait(timeout, loop->events, kMaxEvents);
-        if (n != -EINTR) break;
+    do {
         /* A signal handler interrupted the wait: wait out the same deadline. */
-        loop->now = clock_now();
-        if (timeout == UINT64_MAX) continue;
-        timeout = wait_until > loop->now ? wait_until - loop->now : 0;
-    }
+        n = loop->io->wait(deadline, loop->events, kMaxEvents);
+    } while (n == -EINTR);
     if (n < 0) return n;
     loop->now = clock_now();
     uint64_t ran = timers_dispatch(loop);
+    if (ran) {
+        ++loop->stats.timer_wakeups;
+        if (ran > loop->stats.max_timers_per_wakeup) loop->stats.max_timers_per_wakeup = ran;
+    }
     ran += io_dispatch(loop, n);
     ++loop->stats.iterations;
     if (ran == 0 && timeout != 0) ++loop->stats.empty_wakeups;

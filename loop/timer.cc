@@ -85,6 +85,7 @@ uint64_t timers_dispatch(tl_loop *loop) noexcept {
             /* Only a custom backend can fail here; running the timer now
                bends the iteration rule but loses nothing. */
         }
+        lateness_record(loop->lateness, now, t->deadline);
         if (t->repeat) {
             /* Re-armed before the callback, so the callback sees it active
                and may stop or restart it. */
