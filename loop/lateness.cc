@@ -31,9 +31,11 @@ uint64_t rank_of(uint64_t count, unsigned num, unsigned den) noexcept {
 
 void lateness_summary(const LatenessHistogram &h, tl_lateness *out) noexcept {
     std::memset(out, 0, sizeof *out);
-    out->count = h.count;
+    uint64_t count = 0;
+    for (uint64_t n : h.buckets) count += n;
+    out->count = count;
     out->max_ns = h.max_ns;
-    if (h.count == 0) return;
+    if (count == 0) return;
     struct Want {
         unsigned num, den;
         uint64_t *dst;
@@ -48,7 +50,7 @@ void lateness_summary(const LatenessHistogram &h, tl_lateness *out) noexcept {
     unsigned w = 0;
     for (unsigned i = 0; i < kLatenessBuckets && w < 4; ++i) {
         seen += h.buckets[i];
-        while (w < 4 && seen >= rank_of(h.count, wants[w].num, wants[w].den)) {
+        while (w < 4 && seen >= rank_of(count, wants[w].num, wants[w].den)) {
             uint64_t high = lateness_bucket_high(i);
             *wants[w].dst = high < h.max_ns ? high : h.max_ns;
             ++w;

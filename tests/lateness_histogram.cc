@@ -72,7 +72,7 @@ Test(lateness_histogram, powers_of_two_and_neighbours_land_in_their_bucket) {
     for (unsigned e = 0; e < 64; ++e) {
         uint64_t p = (uint64_t)1 << e;
         for (uint64_t v : {p - 1, p, p + 1}) {
-            unsigned b = lateness_bucket(v);
+            unsigned b = (unsigned)lateness_bucket(v);
             cr_assert(b < kLatenessBuckets);
             cr_assert(lateness_bucket_low(b) <= v && v <= lateness_bucket_high(b),
                       "%llu outside its bucket %u", (unsigned long long)v, b);
