@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The epoll I/O backend: level-triggered readiness, waits without slack.
  *
@@ -38,7 +39,6 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
-#include <new>
 #include <sys/epoll.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -62,6 +62,10 @@ public:
     }
 
     const char *name() const noexcept override { return "epoll"; }
+    /* The epoll set is itself readable while one of its fds is ready (the
+       timerfd included: a host polling it wakes for a deadline the loop armed
+       in its last timed wait). */
+    int poll_fd() noexcept override { return epfd_; }
 
     int add(int fd, unsigned events, uint64_t tag) noexcept override {
         return ctl(EPOLL_CTL_ADD, fd, events, tag);
@@ -187,8 +191,7 @@ int epoll_backend_create(IoBackend **out) noexcept {
     int epfd = epoll_create1(EPOLL_CLOEXEC);
     if (epfd < 0) return -errno;
     int tfd = timer_fd_create(epfd);
-    auto *backend =
-        new (std::nothrow) EpollBackend(epfd, tfd, !env_is_zero("TICKLOOP_EPOLL_PWAIT2"));
+    auto *backend = new EpollBackend(epfd, tfd, !env_is_zero("TICKLOOP_EPOLL_PWAIT2"));
     if (!backend) {
         if (tfd >= 0) close(tfd);
         close(epfd);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * An implicit d-ary min-heap of timers, the shared body of heap2.cc and
  * heap4.cc (each file picks the arity and the root offset and states why).
@@ -25,14 +26,13 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <new>
 
 #include "timers.h"
 
 namespace tl::detail {
 
 template <unsigned D, size_t Root>
-class DaryHeap {
+class DaryHeap : public MallocNew {
     static_assert(D >= 2, "a heap needs at least two children per node");
 
     struct Entry {
@@ -218,9 +218,7 @@ public:
 
     /* The vtable glue: one set of static functions per instantiation. */
     struct Vtable {
-        static void *create(const tl_timer_config *, uint64_t) noexcept {
-            return new (std::nothrow) DaryHeap();
-        }
+        static void *create(const tl_timer_config *, uint64_t) noexcept { return new DaryHeap(); }
         static void destroy(void *self) noexcept { delete static_cast<DaryHeap *>(self); }
         static int insert(void *self, tl_timer *t) noexcept {
             return static_cast<DaryHeap *>(self)->insert(t);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * hwheel: a hierarchical timing wheel that covers the whole 64-bit range
  * (the layout of tokio's and Linux's timer wheels, plus a per-slot minimum
@@ -54,7 +55,6 @@
  * tick and in floor(deadline / tick_ns).
  */
 #include <cerrno>
-#include <new>
 
 #include "slot_list.h"
 #include "timers.h"
@@ -133,7 +133,7 @@ inline unsigned level_of(uint64_t cur, uint64_t e) noexcept {
     return unsigned(63 - __builtin_clzll((cur ^ e) | (kSlots - 1))) / kSlotBits;
 }
 
-class HWheel {
+class HWheel : public MallocNew {
     tl_timer *slots_[kLevels][kSlots] = {};
     uint64_t slot_min_[kLevels][kSlots]; /* ns; meaningful for occupied slots only */
     uint64_t occupied_[kLevels] = {};
@@ -461,7 +461,7 @@ public:
 /* The vtable glue. */
 void *create(const tl_timer_config *cfg, uint64_t now) noexcept {
     if (!cfg || cfg->tick_ns == 0) return nullptr;
-    return new (std::nothrow) HWheel(cfg->tick_ns, now);
+    return new HWheel(cfg->tick_ns, now);
 }
 void destroy(void *self) noexcept {
     delete static_cast<HWheel *>(self);

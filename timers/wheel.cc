@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * wheel: a single-level hashed timing wheel (the idea of Netty's
  * HashedWheelTimer), driven only by the now values it is given.
@@ -58,7 +59,7 @@
  * tick and in floor(deadline / tick_ns).
  */
 #include <cerrno>
-#include <new>
+#include <cstdlib>
 
 #include "slot_list.h"
 #include "timers.h"
@@ -80,7 +81,7 @@ constexpr uintptr_t kDue = UINTPTR_MAX;
 constexpr uintptr_t kLazy = uintptr_t(1) << 30;
 static_assert(kMaxSlots <= kLazy, "slot numbers stay below the lazy mark");
 
-class Wheel {
+class Wheel : public MallocNew {
     static constexpr size_t kNone = SIZE_MAX;
 
     tl_timer **slots_ = nullptr;
@@ -299,18 +300,18 @@ public:
     Wheel(const Wheel &) = delete;
     Wheel &operator=(const Wheel &) = delete;
     ~Wheel() {
-        delete[] slots_;
-        delete[] slot_min_;
-        delete[] occupied_;
-        delete[] active_;
+        std::free(slots_);
+        std::free(slot_min_);
+        std::free(occupied_);
+        std::free(active_);
     }
 
     /* The only allocation: the slot arrays and bitmaps, once. */
     bool allocate() noexcept {
-        slots_ = new (std::nothrow) tl_timer *[mask_ + 1]();
-        slot_min_ = new (std::nothrow) uint64_t[mask_ + 1]();
-        occupied_ = new (std::nothrow) uint64_t[words_]();
-        active_ = new (std::nothrow) uint64_t[words_]();
+        slots_ = static_cast<tl_timer **>(std::calloc(mask_ + 1, sizeof(tl_timer *)));
+        slot_min_ = static_cast<uint64_t *>(std::calloc(mask_ + 1, sizeof(uint64_t)));
+        occupied_ = static_cast<uint64_t *>(std::calloc(words_, sizeof(uint64_t)));
+        active_ = static_cast<uint64_t *>(std::calloc(words_, sizeof(uint64_t)));
         return slots_ && slot_min_ && occupied_ && active_;
     }
 
@@ -504,7 +505,7 @@ void *create(const tl_timer_config *cfg, uint64_t now) noexcept {
     if (!cfg || cfg->tick_ns == 0) return nullptr;
     uint64_t slots = cfg->wheel_slots;
     if (slots == 0 || (slots & (slots - 1)) != 0 || slots > kMaxSlots) return nullptr;
-    Wheel *w = new (std::nothrow) Wheel(cfg->tick_ns, slots, now);
+    Wheel *w = new Wheel(cfg->tick_ns, slots, now);
     if (w && !w->allocate()) {
         delete w;
         w = nullptr;
