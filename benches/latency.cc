@@ -1306,11 +1306,14 @@ int main(int argc, char **argv) {
                 return std::vector<Result>{chain ? tl_chain(cfg, delays(round))
                                                  : tl_open_loop(cfg, delays(round))};
             });
+        /* The chain's relative rows: epoll's only (io_uring's relative wait
+           has no slack either; the sweep shows it), 2.6 s of the budget. */
         if (chain)
             for (const TlConfig &cfg : relative_configs)
-                runners.push_back([&, cfg](size_t round) {
-                    return std::vector<Result>{tl_chain(cfg, delays(round))};
-                });
+                if (cfg.io.kind == TL_IO_EPOLL)
+                    runners.push_back([&, cfg](size_t round) {
+                        return std::vector<Result>{tl_chain(cfg, delays(round))};
+                    });
         for (KernelWait how : {KernelWait::nanosleep, KernelWait::epoll, KernelWait::timerfd})
             runners.push_back([&, how, chain](size_t round) {
                 return std::vector<Result>{chain ? kernel_chain(how, delays(round))
