@@ -7,8 +7,8 @@
  *   2. timeout = 0 (NOWAIT, stop requested, an IDLE hook active, nothing
  *      referenced left, a timer already due) or the time to the timer
  *      backend's next_expiry, or "forever" with no timer;
- *   3. wait in the I/O backend, at most timeout, with nanosecond resolution;
- *      EINTR re-waits for what remains of the same deadline;
+ *   3. wait in the I/O backend until the absolute deadline (now + timeout),
+ *      with no slack; EINTR re-waits for the same deadline;
  *   4. read the clock once into the cached `now`;
  *   5. run every due timer, then the I/O callbacks of the events collected;
  *   6. run the CHECK hooks.
