@@ -130,6 +130,12 @@ public:
         tl_loop_stats_get(loop_, &s);
         return s;
     }
+    /* tl_loop_lateness(); reset clears the histogram after the copy. */
+    tl_lateness lateness(bool reset = false) noexcept {
+        tl_lateness l;
+        tl_loop_lateness(loop_, &l, reset ? 1 : 0);
+        return l;
+    }
     tl_loop *get() const noexcept { return loop_; }
 
 private:
