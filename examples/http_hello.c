@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * http_hello.c: a keep-alive HTTP/1.1 server answering GET / with "Hello, World!".
  *

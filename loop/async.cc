@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Async wakeups: any thread wakes the loop through one eventfd per loop.
  *

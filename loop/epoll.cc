@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The epoll I/O backend: level-triggered readiness, nanosecond waits.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * I/O watchers: the tl_io_* API, the fd table and the dispatch of readiness.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The reactor: loop creation, the run loop, the time cache and introspection.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Internal to loop/: the loop's private state and the small interface every
  * I/O backend (epoll.cc, and io_uring later) implements.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Timer handles: the tl_timer_* API and the dispatch of due timers.
  *

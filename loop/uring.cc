@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The io_uring I/O backend (liburing): readiness through poll requests, waits
  * with a nanosecond timeout passed to io_uring_enter (EXT_ARG), no timeout

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * An implicit d-ary min-heap of timers, the shared body of heap2.cc and
  * heap4.cc (each file picks the arity and the root offset and states why).

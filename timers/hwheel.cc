@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * hwheel: a hierarchical timing wheel that covers the whole 64-bit range
  * (the layout of tokio's and Linux's timer wheels, plus a per-slot minimum

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The timer-backend registry: the built-in backends plus any the program
  * registers, looked up by name when a loop is created.

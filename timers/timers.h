@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Internal to the timer backends and the loop: node helpers shared by the
  * built-in backends, their vtables and their invariant walkers.

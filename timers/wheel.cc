@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * wheel: a single-level hashed timing wheel (the idea of Netty's
  * HashedWheelTimer), driven only by the now values it is given.

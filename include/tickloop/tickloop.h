@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tickloop: a Linux event loop with pluggable timers, C API.
  *
