@@ -299,7 +299,13 @@ TL_API int tl_loop_fd(const tl_loop *loop) {
 }
 
 TL_API uint64_t tl_loop_timeout(const tl_loop *loop) {
-    if (!loop || loop->stopping || loop->idle_hooks || loop->io->has_unsubmitted()) return 0;
+    if (!loop || loop->stopping || loop->idle_hooks) return 0;
+    /* io_uring re-arms ride on the next wait; a host about to block on
+       tl_loop_fd would never see their completions. Submit them now (one
+       syscall) rather than make the host run an extra round. Completions
+       already waiting (or a failed submit, which the next tl_loop_run
+       reports) mean the host must not block. */
+    if (loop->io->needs_enter() && (loop->io->flush() < 0 || loop->io->needs_enter())) return 0;
     /* A fresh read: the cached time may be a whole host iteration old, and
        a timeout from it would make the host wait that much too long. */
     return timer_timeout(loop, clock_now());

@@ -126,10 +126,15 @@ public:
        first use where it is not the backend's own; a negative errno if that
        fails. */
     virtual int poll_fd() noexcept = 0;
-    /* True while requests are queued that the kernel has not been handed yet
-       (io_uring's SQEs and re-arms ride on the next wait): a host polling
-       poll_fd() would not see their completions, so tl_loop_timeout says 0. */
-    virtual bool has_unsubmitted() const noexcept { return false; }
+    /* True while a host must not block on poll_fd(): requests queued that
+       the kernel has not been handed yet (io_uring's SQEs and re-arms ride on
+       the next wait), or completions already waiting for an iteration (in
+       the CQ, or as deferred task work) whose signal the loop may have
+       drained. tl_loop_timeout then flushes, and says 0 if that leaves any. */
+    virtual bool needs_enter() const noexcept { return false; }
+    /* Hands queued requests to the kernel without waiting. 0 or a negative
+       errno. */
+    virtual int flush() noexcept { return 0; }
     /* Waits at most timeout_ns (UINT64_MAX: no limit, 0: never blocks) and
        stores up to cap ready events in out. Returns their number, -EINTR if a
        signal handler interrupted the wait, or another negative errno. */

@@ -393,10 +393,13 @@ TL_API int tl_loop_fd(const tl_loop *loop);
 
 /* How long, in ns from now (a fresh clock read), the host may wait on
  * tl_loop_fd() before calling tl_loop_run(loop, TL_RUN_NOWAIT): 0 when the
- * loop has work now (a due timer, an active IDLE hook, a stop requested,
- * io_uring requests not yet handed to the kernel), the time to the next
- * timer's deadline, or UINT64_MAX when only I/O can wake the loop (no
- * timer). Also 0 for a NULL loop. Loop thread. */
+ * loop has work now (a due timer, an active IDLE hook, a stop requested), the
+ * time to the next timer's deadline, or UINT64_MAX when only I/O can wake the
+ * loop (no timer). Also 0 for a NULL loop. Call it just before the host
+ * blocks: on io_uring it first hands the kernel the requests the last
+ * iteration queued (poll re-arms, which otherwise ride on the next wait),
+ * so that their completions reach tl_loop_fd(); if that submission fails it
+ * returns 0 and the next tl_loop_run reports the error. Loop thread. */
 TL_API uint64_t tl_loop_timeout(const tl_loop *loop);
 
 /* ------------------------------------------------------------------------ */
