@@ -209,7 +209,7 @@ struct tl_async {
     tl_loop *loop;
     tl_async *next, *prev;
     uint32_t pending; /* accessed atomically */
-    uint32_t magic;
+    uint32_t magic;   /* marker and state (active, initialised, unreferenced) */
 };
 
 /* Prepares a (inactive, referenced). Recommended before the first
@@ -252,7 +252,7 @@ struct tl_signal {
     /* private */
     tl_loop *loop;
     tl_signal *next, *prev;
-    uint32_t magic;
+    uint32_t magic; /* marker and state (active, initialised, unreferenced) */
     uint32_t reserved;
 };
 
