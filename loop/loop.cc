@@ -340,6 +340,64 @@ TL_API int tl_loop_fork(tl_loop *loop) {
     return 0;
 }
 
+} // extern "C"
+
+/* Each count is kept up by start/stop; the walk recomputes it from the
+   structures themselves. Timers are counted by their backend (which has a
+   walker of its own), so their share of active_handles is taken from it. */
+extern "C" const char *tl_detail_loop_check(const tl_loop *loop) noexcept {
+    uint64_t io = 0, io_unref = 0;
+    for (size_t fd = 0; fd < loop->fds_size; ++fd) {
+        const tl_io *w = loop->fds[fd];
+        if (!w) continue;
+        if (w->fd != (int)fd) return "fd table: a watcher filed under another fd";
+        if (!(w->flags & IO_ACTIVE)) return "fd table: an inactive watcher";
+        if (w->flags & IO_INTERNAL) continue;
+        ++io;
+        io_unref += (w->flags & IO_UNREF) != 0;
+    }
+    if (io != loop->stats.io_active) return "io_active differs from the fd table";
+    uint64_t asyncs = 0, unref = io_unref;
+    for (const tl_async *a = loop->asyncs.head; a; a = a->next) {
+        if (!(a->magic & HANDLE_ACTIVE) || a->loop != loop) return "async list: not active here";
+        if (a->next ? a->next->prev != a : loop->asyncs.tail != a) return "async list: links";
+        ++asyncs;
+        unref += (a->magic & HANDLE_UNREF) != 0;
+    }
+    if (asyncs != loop->stats.asyncs_active) return "asyncs_active differs from the list";
+    uint64_t signals = 0;
+    for (const tl_signal *s = loop->signals; s; s = s->next) {
+        if (!(s->magic & HANDLE_ACTIVE) || s->loop != loop) return "signal list: not active here";
+        ++signals;
+        unref += (s->magic & HANDLE_UNREF) != 0;
+    }
+    if (signals != loop->stats.signals_active) return "signals_active differs from the list";
+    uint64_t hooks = 0, idle = 0;
+    for (int kind = 0; kind < kHookKinds; ++kind) {
+        const OrderedList<tl_hook> &list = loop->hooks[kind];
+        for (const tl_hook *h = list.head; h; h = h->next) {
+            if (!(h->flags & HOOK_ACTIVE) || h->loop != loop || h->kind != (uint32_t)kind)
+                return "hook list: not an active hook of this kind and loop";
+            if (h->next ? h->next->prev != h : list.tail != h) return "hook list: links";
+            if (h->next && h->next->seq <= h->seq) return "hook list: not in start order";
+            ++hooks;
+            idle += kind == TL_HOOK_IDLE;
+            unref += (h->flags & HOOK_UNREF) != 0;
+        }
+    }
+    if (hooks != loop->stats.hooks_active) return "hooks_active differs from the lists";
+    if (idle != loop->idle_hooks) return "idle_hooks differs from the IDLE list";
+    uint64_t timers = loop->timer_backend->count(loop->timers);
+    if (loop->active_handles != timers + io + asyncs + signals + hooks)
+        return "active_handles is not the sum of the kinds";
+    /* Unreferenced timers cannot be enumerated: they make up the rest. */
+    if (loop->unref_active < unref || loop->unref_active - unref > timers)
+        return "unref_active does not match the handles' flags";
+    return nullptr;
+}
+
+extern "C" {
+
 /* The generic strerror text, except where the library gives the errno a
    narrower meaning and the generic one misleads ("No such file or
    directory" for an unknown timer backend). Each message still says which

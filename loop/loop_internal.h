@@ -258,6 +258,12 @@ int signal_fork(tl_loop *loop) noexcept;
 /* fd-table slot for an fd (grows the table); used by the fork steps. */
 int io_reserve_fd(tl_loop *loop, int fd) noexcept;
 
+/* The loop's invariant walker (tests call it; libev's ev_verify): the fd
+   table, the async, signal and hook lists against the handle counts and the
+   start order. nullptr if they hold, else what broke. Hidden, like
+   tl_detail_timers_check. */
+extern "C" const char *tl_detail_loop_check(const tl_loop *loop) noexcept;
+
 /* Every activation and deactivation of a handle goes through these, so that
    tl_loop_alive (a referenced handle active) is one comparison. */
 inline void handle_activated(tl_loop *loop, bool unref) noexcept {
