@@ -30,6 +30,8 @@ public:
     ~EpollBackend() override { close(epfd_); }
 
     const char *name() const noexcept override { return "epoll"; }
+    /* The epoll set is itself readable while one of its fds is ready. */
+    int poll_fd() noexcept override { return epfd_; }
 
     int add(int fd, unsigned events, uint64_t tag) noexcept override {
         return ctl(EPOLL_CTL_ADD, fd, events, tag);

@@ -39,19 +39,19 @@ int arm(tl_loop *loop, tl_timer *t, uint64_t deadline) noexcept {
     t->deadline = deadline;
     int r = loop->timer_backend->insert(loop->timers, t);
     if (r < 0) {
-        t->flags = 0;
+        t->flags &= TIMER_UNREF;
         return r;
     }
-    t->flags = TIMER_ACTIVE;
+    t->flags = TIMER_ACTIVE | (t->flags & TIMER_UNREF);
     t->reserved = loop->id;
-    ++loop->active_handles;
+    handle_activated(loop, t->flags & TIMER_UNREF);
     return 0;
 }
 
 void disarm(tl_loop *loop, tl_timer *t) noexcept {
     loop->timer_backend->remove(loop->timers, t);
-    t->flags = 0;
-    --loop->active_handles;
+    t->flags &= TIMER_UNREF;
+    handle_deactivated(loop, t->flags & TIMER_UNREF);
 }
 
 void mark_if_fresh(tl_loop *loop, tl_timer *t) noexcept {
@@ -91,14 +91,14 @@ uint64_t timers_dispatch(tl_loop *loop) noexcept {
                and may stop or restart it. */
             t->deadline = sat_add(now, t->repeat);
             if (b->insert(loop->timers, t) < 0) {
-                t->flags = 0;
-                --loop->active_handles;
+                t->flags &= TIMER_UNREF;
+                handle_deactivated(loop, t->flags & TIMER_UNREF);
             } else {
-                t->flags = TIMER_ACTIVE;
+                t->flags = TIMER_ACTIVE | (t->flags & TIMER_UNREF);
             }
         } else {
-            t->flags = 0;
-            --loop->active_handles;
+            t->flags &= TIMER_UNREF;
+            handle_deactivated(loop, t->flags & TIMER_UNREF);
         }
         ++loop->stats.timers_fired;
         ++fired;
@@ -125,7 +125,7 @@ TL_API int tl_timer_start(tl_loop *loop, tl_timer *t, uint64_t timeout_ns, uint6
     const tl_timer_backend *b = loop->timer_backend;
     uint64_t deadline = sat_add(loop->now, timeout_ns);
     if (t->flags & TIMER_ACTIVE) {
-        t->flags = TIMER_ACTIVE;
+        t->flags = TIMER_ACTIVE | (t->flags & TIMER_UNREF);
         /* The built-in heaps' reschedule inlined: restart is the hot call (a
            heartbeat per packet), and a leaner path leaves the CPU room to
            overlap one restart's cache misses with the next one's. */
@@ -161,6 +161,18 @@ TL_API int tl_timer_stop(tl_loop *loop, tl_timer *t) {
 TL_API int tl_timer_again(tl_loop *loop, tl_timer *t) {
     if (!loop || !t || t->repeat == 0) return -EINVAL;
     return tl_timer_start(loop, t, t->repeat, t->repeat);
+}
+
+TL_API int tl_timer_set_ref(tl_loop *loop, tl_timer *t, int ref) {
+    if (!loop || !t || owned_by_other(loop, t)) return -EINVAL;
+    TL_CHECK_LOOP_THREAD(loop);
+    bool was = t->flags & TIMER_UNREF;
+    if (ref)
+        t->flags &= ~TIMER_UNREF;
+    else
+        t->flags |= TIMER_UNREF;
+    if (t->flags & TIMER_ACTIVE) handle_ref_changed(loop, was, !ref);
+    return 0;
 }
 
 TL_API int tl_timer_active(const tl_timer *t) {
