@@ -2,8 +2,9 @@
 /*
  * tickloop: a Linux event loop with pluggable timers, C API.
  *
- * The names and behaviour here are fixed by the project's contract
- * (CONTRACT.md): they may be extended, never renamed or changed.
+ * The names and behaviour documented here are stable: within a soname they
+ * are extended, never renamed or changed (docs/abi.md). Each function also
+ * has a man page (man/, installed with the library: `man tl_loop_new`).
  *
  * Conventions:
  * - Fallible functions return int: 0 (or a count) on success, a negative
