@@ -66,7 +66,7 @@ typedef struct tl_loop_options {
                              environment variable, else the library default       */
     uint64_t tick_ns;     /* wheel granularity; 0: default (1 ms)                   */
     uint32_t wheel_slots; /* single-level wheel size (power of two); 0: default     */
-    /* Extensions (after the contract's fields):                                  */
+    /* Limits, added after the first fields (the order is part of the ABI):       */
     uint32_t max_timers;               /* active timers allowed; tl_timer_start of one more returns
                                           -ENOSPC (Netty's maxPendingTimeouts); 0: unlimited   */
     uint32_t max_timers_per_iteration; /* timer callbacks per iteration before I/O
@@ -453,8 +453,7 @@ typedef struct tl_loop_stats {
     uint64_t timers_active; /* timers inside the backend now                     */
     uint64_t io_events;     /* I/O callbacks run                                 */
     /* Active handles per kind, beside timers_active, so that a -EBUSY from
-       tl_loop_free can be explained (extensions, after the contract's
-       fields):                                                              */
+       tl_loop_free can be explained:                                        */
     uint64_t io_active;      /* user I/O watchers (the loop's own are not counted) */
     uint64_t asyncs_active;  /* started asyncs                                 */
     uint64_t signals_active; /* signal watchers                                */
