@@ -148,7 +148,7 @@ struct tl_loop {
     tl_timer *ready_tail;
     uint64_t ready_count;
 #ifndef NDEBUG
-    uint64_t verify_ops;        /* operations since the last backend walk   */
+    uint64_t verify_ops;        /* calls since the last full walk           */
     uint64_t last_pop_deadline; /* the previous pop of this dispatch (EXACT) */
 #endif
 
@@ -194,16 +194,17 @@ void signal_close(tl_loop *loop) noexcept;
 void io_close(tl_loop *loop) noexcept;
 
 /* Debug builds walk the loop's own state (the ready list and its flags, the
- * fd table against its watchers, the async and signal lists) and the timer
- * backend's structure (its check() walker) after every timer operation and
- * every callback, and abort with the first broken invariant and the call that
- * broke it (libev's EV_FREQUENT_CHECK). The backend walk is O(timers), so
- * above kVerifyEveryOpUpTo timers it runs once per count / kVerifyEveryOpUpTo
- * operations instead: still every operation in the tests' small cases, and
- * linear, not quadratic, in the scale tests. Release builds (NDEBUG) compile
- * all of it away. */
+ * fd table against its watchers, the async and signal lists) after every
+ * timer operation, every timer callback and every iteration, and abort with
+ * the first broken invariant and the call that broke it (libev's
+ * EV_FREQUENT_CHECK); the timer backend's glue walks the backend's structure
+ * after each of its operations (timers/backend_glue.h). The walks are O(n):
+ * up to kVerifyEveryOpUpTo entries they run every time, above it once per
+ * n / kVerifyAmortized calls, so the tests with a million timers stay linear.
+ * Release builds (NDEBUG) compile all of it away. */
 #ifndef NDEBUG
-inline constexpr uint64_t kVerifyEveryOpUpTo = 512;
+inline constexpr uint64_t kVerifyEveryOpUpTo = 64;
+inline constexpr uint64_t kVerifyAmortized = 4;
 void loop_verify(tl_loop *loop, const char *where) noexcept;
 /* A timer pop_expired just returned: never early by the backend's own rule
    (exactly at its deadline with TL_TIMER_CAP_EXACT, else by tick), in

@@ -782,3 +782,18 @@ Test(examples, delayed_tasks_fire_none_early_on_any_backend) {
     for (size_t i = 0; i < n && i < 16; i++)
         cr_expect(strstr(c.log, names[i]), "no row for %s in:\n%s", names[i], c.log);
 }
+
+/* ------------------------------------------------------------------------ */
+/* custom_backend                                                           */
+/* ------------------------------------------------------------------------ */
+
+Test(examples, custom_backend_registers_and_fires_in_order) {
+    skip_unless_io_available();
+    struct child c;
+    char *argv[] = {(char *)example("TL_EXAMPLE_CUSTOM_BACKEND"), "--io", (char *)io_kind(), NULL};
+    int status = run_to_end(&c, argv, EXIT_MS);
+    assert_exit_0(&c, status, "custom_backend");
+    cr_expect(strstr(c.log, "timers: sorted_list"), "output:\n%s", c.log);
+    cr_expect(strstr(c.log, "6 callbacks, in order"), "output:\n%s", c.log);
+    cr_expect(!strstr(c.log, "EARLY"), "output:\n%s", c.log);
+}
