@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * custom_backend: how to plug your own timer structure into tickloop.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The epoll I/O backend: level-triggered readiness, nanosecond waits.
  *
@@ -14,7 +15,6 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
-#include <new>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -30,6 +30,8 @@ public:
     ~EpollBackend() override { close(epfd_); }
 
     const char *name() const noexcept override { return "epoll"; }
+    /* The epoll set is itself readable while one of its fds is ready. */
+    int poll_fd() noexcept override { return epfd_; }
 
     int add(int fd, unsigned events, uint64_t tag) noexcept override {
         return ctl(EPOLL_CTL_ADD, fd, events, tag);
@@ -95,7 +97,7 @@ int epoll_backend_create(IoBackend **out) noexcept {
     if (epfd < 0) return -errno;
     const char *env = std::getenv("TICKLOOP_EPOLL_PWAIT2");
     bool use_pwait2 = !(env && std::strcmp(env, "0") == 0);
-    auto *backend = new (std::nothrow) EpollBackend(epfd, use_pwait2);
+    auto *backend = new EpollBackend(epfd, use_pwait2);
     if (!backend) {
         close(epfd);
         return -ENOMEM;

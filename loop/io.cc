@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * I/O watchers: the tl_io_* API, the fd table and the dispatch of readiness.
  *
@@ -56,18 +57,24 @@ int start(tl_loop *loop, tl_io *w, unsigned events, uint32_t extra_flags) noexce
     if (r < 0) return r;
     w->gen = gen;
     w->events = events;
-    w->flags = IO_ACTIVE | extra_flags;
+    w->flags = IO_ACTIVE | extra_flags | (w->flags & IO_UNREF);
     w->priv[0] = reinterpret_cast<uintptr_t>(loop);
     loop->fds[w->fd] = w;
-    if (!(extra_flags & IO_INTERNAL)) ++loop->active_handles;
+    if (!(extra_flags & IO_INTERNAL)) {
+        ++loop->stats.io_active;
+        handle_activated(loop, w->flags & IO_UNREF);
+    }
     return 0;
 }
 
 void stop(tl_loop *loop, tl_io *w) noexcept {
     loop->io->remove(w->fd, io_tag(w->fd, w->gen));
     loop->fds[w->fd] = nullptr;
-    if (!(w->flags & IO_INTERNAL)) --loop->active_handles;
-    w->flags = 0;
+    if (!(w->flags & IO_INTERNAL)) {
+        --loop->stats.io_active;
+        handle_deactivated(loop, w->flags & IO_UNREF);
+    }
+    w->flags &= IO_UNREF;
     w->priv[0] = 0;
 }
 
@@ -101,6 +108,10 @@ void io_stop_internal(tl_loop *loop, tl_io *w) noexcept {
     if (w->flags & IO_ACTIVE) stop(loop, w);
 }
 
+int io_reserve_fd(tl_loop *loop, int fd) noexcept {
+    return reserve_fd(loop, fd);
+}
+
 void io_close(tl_loop *loop) noexcept {
     std::free(loop->fds);
     loop->fds = nullptr;
@@ -132,6 +143,20 @@ TL_API int tl_io_stop(tl_loop *loop, tl_io *w) {
     if (!(w->flags & IO_ACTIVE)) return 0;
     if (owner(w) != loop) return -EINVAL;
     stop(loop, w);
+    return 0;
+}
+
+TL_API int tl_io_set_ref(tl_loop *loop, tl_io *w, int ref) {
+    if (!loop || !w) return -EINVAL;
+    TL_CHECK_LOOP_THREAD(loop);
+    bool active = w->flags & IO_ACTIVE;
+    if (active && owner(w) != loop) return -EINVAL;
+    bool was = w->flags & IO_UNREF;
+    if (ref)
+        w->flags &= ~IO_UNREF;
+    else
+        w->flags |= IO_UNREF;
+    if (active && !(w->flags & IO_INTERNAL)) handle_ref_changed(loop, was, !ref);
     return 0;
 }
 

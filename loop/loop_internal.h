@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Internal to loop/: the loop's private state and the small interface every
  * I/O backend (epoll.cc, and io_uring later) implements.
@@ -10,6 +11,7 @@
 #include <pthread.h>
 
 #include "tickloop/timer_backend.h"
+#include "timers/timers.h"
 
 namespace tl::detail {
 
@@ -71,6 +73,37 @@ void list_unlink(Node *&head, Node *&cursor, Node *node) noexcept {
     node->next = node->prev = nullptr;
 }
 
+/* A list kept in start order (append at the tail), for the handles whose
+ * callbacks must run in start order: asyncs and hooks. Same cursor rule as
+ * above. */
+template <class Node>
+struct OrderedList {
+    Node *head = nullptr, *tail = nullptr;
+    Node *cursor = nullptr; /* next node to visit during dispatch */
+
+    void append(Node *node) noexcept {
+        node->next = nullptr;
+        node->prev = tail;
+        if (tail)
+            tail->next = node;
+        else
+            head = node;
+        tail = node;
+    }
+    void unlink(Node *node) noexcept {
+        if (cursor == node) cursor = node->next;
+        if (node->prev)
+            node->prev->next = node->next;
+        else
+            head = node->next;
+        if (node->next)
+            node->next->prev = node->prev;
+        else
+            tail = node->prev;
+        node->next = node->prev = nullptr;
+    }
+};
+
 template <class Node>
 bool list_contains(const Node *head, const Node *node) noexcept {
     for (; head; head = head->next)
@@ -80,7 +113,7 @@ bool list_contains(const Node *head, const Node *node) noexcept {
 
 /* A readiness poller. Level-triggered: an fd that stays ready is reported by
  * every wait. All calls return 0 / a count, or a negative errno. */
-class IoBackend {
+class IoBackend : public MallocNew {
 public:
     virtual ~IoBackend() = default;
     virtual const char *name() const noexcept = 0;
@@ -88,6 +121,15 @@ public:
     virtual int modify(int fd, unsigned events, uint64_t tag) noexcept = 0;
     /* The fd may already be closed; that is not an error. */
     virtual void remove(int fd, uint64_t tag) noexcept = 0;
+    /* The descriptor a host loop polls to learn that this backend has events
+       (tl_loop_fd): readable while a wait(0) would return some. Created on
+       first use where it is not the backend's own; a negative errno if that
+       fails. */
+    virtual int poll_fd() noexcept = 0;
+    /* True while requests are queued that the kernel has not been handed yet
+       (io_uring's SQEs and re-arms ride on the next wait): a host polling
+       poll_fd() would not see their completions, so tl_loop_timeout says 0. */
+    virtual bool has_unsubmitted() const noexcept { return false; }
     /* Waits at most timeout_ns (UINT64_MAX: no limit, 0: never blocks) and
        stores up to cap ready events in out. Returns their number, -EINTR if a
        signal handler interrupted the wait, or another negative errno. */
@@ -103,7 +145,8 @@ int uring_backend_create(IoBackend **out) noexcept;
  *   bit 0      TIMER_ACTIVE  inside the backend or queued in the ready list
  *   bit 1      TIMER_QUEUED  in the loop's ready list (popped, callback not run
  *                            yet); only with TIMER_ACTIVE
- *   bits 2-7   free: per-handle state bits (a reference flag belongs here)
+ *   bit 2      TIMER_UNREF   tl_timer_set_ref(.., 0); kept across stop/start
+ *   bits 3-7   free: per-handle state bits
  *   bits 8-31  free: room for the timer's clock, period and leeway encoding
  * tl_timer_init zeroes the word. The loop writes it with read-modify-write
  * only (`|=`, `&= ~`), so bits it does not own here survive start, stop and
@@ -111,6 +154,9 @@ int uring_backend_create(IoBackend **out) noexcept;
 enum : uint32_t {
     TIMER_ACTIVE = 1u << 0,
     TIMER_QUEUED = 1u << 1,
+    /* tl_timer_set_ref(.., 0): does not keep the loop alive. Kept across
+       stop/start: only tl_timer_init clears it. */
+    TIMER_UNREF = 1u << 2,
     TIMER_STATE = TIMER_ACTIVE | TIMER_QUEUED,
 };
 
@@ -118,6 +164,25 @@ enum : uint32_t {
 enum : uint32_t {
     IO_ACTIVE = 1u << 0,
     IO_INTERNAL = 1u << 1, /* the loop's own (async eventfd, signalfd): keeps nothing alive */
+    IO_UNREF = 1u << 2,    /* tl_io_set_ref(.., 0); kept across stop/start   */
+};
+
+/* tl_hook::flags. */
+enum : uint32_t {
+    HOOK_ACTIVE = 1u << 0,
+    HOOK_UNREF = 1u << 1,
+};
+inline constexpr int kHookKinds = 3; /* PREPARE, CHECK, IDLE */
+
+/* tl_async::magic and tl_signal::magic: a per-type marker in the high 24 bits
+ * (so fresh memory is unlikely to pass for a handle) and state bits in the
+ * low 8. HANDLE_INIT says the handle went through tl_*_init, so its ACTIVE bit
+ * can be trusted without walking the loop's list. */
+enum : uint32_t {
+    HANDLE_ACTIVE = 1u << 0,
+    HANDLE_INIT = 1u << 1,
+    HANDLE_UNREF = 1u << 2,
+    HANDLE_STATE_MASK = 0xffu,
 };
 
 /* Events collected per wait. Level-triggered polling reports the rest next
@@ -135,7 +200,9 @@ struct tl_loop {
     uint32_t id;             /* non-zero, unique per process: tags handles' owner */
     bool running;            /* inside tl_loop_run                                */
     bool stopping;           /* tl_loop_stop called                               */
-    uint64_t active_handles; /* timers, user I/O, asyncs, signals        */
+    uint64_t active_handles; /* timers, user I/O, asyncs, signals, hooks */
+    uint64_t unref_active;   /* of those, the unreferenced ones          */
+    tl_io_kind io_kind;      /* EPOLL or URING: what tl_loop_fork re-creates */
     uint64_t max_timers;     /* 0: unlimited                             */
     uint64_t max_timers_per_iteration;
     uint64_t timer_slack_ns; /* 0: leave alone                           */
@@ -160,8 +227,7 @@ struct tl_loop {
     /* Async: one eventfd for all tl_async of this loop. */
     int async_fd;
     tl_io async_watcher;
-    tl_async *asyncs;
-    tl_async *async_cursor; /* next to visit during dispatch */
+    tl::detail::OrderedList<tl_async> asyncs; /* in start order */
 
     /* Signals: one signalfd for every watched signal. */
     int signal_fd;
@@ -172,7 +238,12 @@ struct tl_loop {
     sigset_t signals_blocked_before; /* to restore on last stop   */
     uint32_t signal_watchers[_NSIG]; /* watchers per signal       */
 
-    tl_loop_stats stats;
+    /* Hooks, one start-ordered list per tl_hook_kind. */
+    tl::detail::OrderedList<tl_hook> hooks[tl::detail::kHookKinds];
+    uint64_t hook_seq;   /* bumped per tl_hook_start               */
+    uint64_t idle_hooks; /* active IDLE hooks: the wait must not block */
+
+    tl_loop_stats stats; /* counters; the *_active fields are kept live */
     tl::detail::ReadyEvent events[tl::detail::kMaxEvents];
 };
 
@@ -192,9 +263,33 @@ uint64_t timers_active(const tl_loop *loop) noexcept;
 void async_close(tl_loop *loop) noexcept;
 void signal_close(tl_loop *loop) noexcept;
 void io_close(tl_loop *loop) noexcept;
+/* Runs the active hooks of one kind in start order (hook.cc). */
+void hooks_run(tl_loop *loop, tl_hook_kind kind) noexcept;
+/* tl_loop_fork's steps for the loop's own descriptors: each creates a new
+   kernel object, swaps it into the fd table (the new I/O backend then sees it
+   among the registrations) and closes the inherited one. */
+int async_fork(tl_loop *loop) noexcept;
+int signal_fork(tl_loop *loop) noexcept;
+/* fd-table slot for an fd (grows the table); used by the fork steps. */
+int io_reserve_fd(tl_loop *loop, int fd) noexcept;
+
+/* Every activation and deactivation of a handle goes through these, so that
+   tl_loop_alive (a referenced handle active) is one comparison. */
+inline void handle_activated(tl_loop *loop, bool unref) noexcept {
+    ++loop->active_handles;
+    loop->unref_active += unref;
+}
+inline void handle_deactivated(tl_loop *loop, bool unref) noexcept {
+    --loop->active_handles;
+    loop->unref_active -= unref;
+}
+/* An active handle's reference changed from `was_unref` to `unref`. */
+inline void handle_ref_changed(tl_loop *loop, bool was_unref, bool unref) noexcept {
+    if (was_unref != unref) loop->unref_active += unref ? 1 : (uint64_t)-1;
+}
 
 /* Debug builds walk the loop's own state (the ready list and its flags, the
- * fd table against its watchers, the async and signal lists) after every
+ * fd table against its watchers, the async, signal and hook lists) after every
  * timer operation, every timer callback and every iteration, and abort with
  * the first broken invariant and the call that broke it (libev's
  * EV_FREQUENT_CHECK); the timer backend's glue walks the backend's structure

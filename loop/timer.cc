@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Timer handles: the tl_timer_* API and the dispatch of due timers.
  *
@@ -81,7 +82,7 @@ int arm(tl_loop *loop, tl_timer *t, uint64_t deadline) noexcept {
     if (r < 0) return r;
     t->flags |= TIMER_ACTIVE;
     t->reserved = loop->id;
-    ++loop->active_handles;
+    handle_activated(loop, t->flags & TIMER_UNREF);
     return 0;
 }
 
@@ -92,7 +93,7 @@ void disarm(tl_loop *loop, tl_timer *t) noexcept {
     else
         loop->timer_backend->remove(loop->timers, t);
     t->flags &= ~TIMER_STATE;
-    --loop->active_handles;
+    handle_deactivated(loop, t->flags & TIMER_UNREF);
 }
 
 /* Pre: t active, owned by loop. Moves it to deadline. Returns 0, or insert's
@@ -143,11 +144,11 @@ uint64_t timers_dispatch(tl_loop *loop) noexcept {
             t->deadline = sat_add(now, t->repeat);
             if (b->insert(loop->timers, t) < 0) {
                 t->flags &= ~TIMER_STATE;
-                --loop->active_handles;
+                handle_deactivated(loop, t->flags & TIMER_UNREF);
             }
         } else {
             t->flags &= ~TIMER_STATE;
-            --loop->active_handles;
+            handle_deactivated(loop, t->flags & TIMER_UNREF);
         }
         ++loop->stats.timers_fired;
         ++fired;
@@ -196,6 +197,18 @@ TL_API int tl_timer_stop(tl_loop *loop, tl_timer *t) {
 TL_API int tl_timer_again(tl_loop *loop, tl_timer *t) {
     if (!loop || !t || t->repeat == 0) return -EINVAL;
     return tl_timer_start(loop, t, t->repeat, t->repeat);
+}
+
+TL_API int tl_timer_set_ref(tl_loop *loop, tl_timer *t, int ref) {
+    if (!loop || !t || owned_by_other(loop, t)) return -EINVAL;
+    TL_CHECK_LOOP_THREAD(loop);
+    bool was = t->flags & TIMER_UNREF;
+    if (ref)
+        t->flags &= ~TIMER_UNREF;
+    else
+        t->flags |= TIMER_UNREF;
+    if (t->flags & TIMER_ACTIVE) handle_ref_changed(loop, was, !ref);
+    return 0;
 }
 
 TL_API int tl_timer_active(const tl_timer *t) {

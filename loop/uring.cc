@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The io_uring I/O backend (liburing): readiness through poll requests, waits
  * with a nanosecond timeout passed to io_uring_enter (EXT_ARG), no timeout
@@ -28,8 +29,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <new>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -62,11 +63,36 @@ class UringBackend final : public IoBackend {
 public:
     ~UringBackend() override {
         if (ring_ready_) io_uring_queue_exit(&ring_);
+        if (evfd_ >= 0) close(evfd_);
         std::free(regs_);
         std::free(rearm_);
     }
 
     const char *name() const noexcept override { return "io_uring"; }
+
+    /* For a host loop (tl_loop_fd): an eventfd the kernel signals for every
+       CQE it posts, and, with DEFER_TASKRUN, for completion work queued for
+       this task (which only an enter turns into CQEs: the ring fd's own
+       POLLIN would not show it). wait() drains it before it enters the
+       kernel, so a signal that arrives later is never lost. */
+    int poll_fd() noexcept override {
+        if (evfd_ >= 0) return evfd_;
+        int r = enable();
+        if (r < 0) return r;
+        int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (fd < 0) return -errno;
+        r = io_uring_register_eventfd(&ring_, fd);
+        if (r < 0) {
+            close(fd);
+            return r;
+        }
+        evfd_ = fd;
+        return fd;
+    }
+
+    bool has_unsubmitted() const noexcept override {
+        return rearm_count_ > 0 || io_uring_sq_ready(&ring_) > 0;
+    }
 
     int init(unsigned flags) noexcept {
         struct io_uring_params p;
@@ -129,6 +155,11 @@ public:
     int wait(uint64_t timeout_ns, ReadyEvent *out, int cap) noexcept override {
         int r = enable();
         if (r < 0) return r;
+        if (evfd_ >= 0) {
+            uint64_t count;
+            while (read(evfd_, &count, sizeof count) < 0 && errno == EINTR) {
+            }
+        }
         rearm_pending();
         if (timeout_ns == 0) {
             /* NOWAIT: never block, and enter the kernel only to submit or
@@ -251,6 +282,7 @@ private:
     struct io_uring ring_;
     bool ring_ready_ = false;
     bool disabled_ = false;
+    int evfd_ = -1; /* tl_loop_fd's eventfd, -1 until asked for */
     Registration *regs_ = nullptr;
     size_t regs_size_ = 0;
     int *rearm_ = nullptr;
@@ -260,7 +292,7 @@ private:
 } // namespace
 
 int uring_backend_create(IoBackend **out) noexcept {
-    auto *backend = new (std::nothrow) UringBackend();
+    auto *backend = new UringBackend();
     if (!backend) return -ENOMEM;
     /* Newest flags first; each older kernel refuses the ones it lacks. */
     /* TASKRUN_FLAG makes the kernel raise IORING_SQ_TASKRUN when completions

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The loop's invariant walker, compiled into debug builds only (NDEBUG
  * removes every call and this file's body): loop_internal.h says when it
@@ -13,8 +14,9 @@
  *   active timer is a handle the loop counts).
  * - fd table: a watcher at fds[i] watches fd i, is IO_ACTIVE and belongs to
  *   this loop.
- * - Async and signal lists: next/prev links agree, each member belongs to
- *   this loop, and the dispatch cursors point into their list (or are NULL).
+ * - Async, signal and hook lists: next/prev links agree, each member belongs
+ *   to this loop, the dispatch cursors point into their list (or are NULL),
+ *   and a start-ordered list's tail is its last node.
  */
 #ifndef NDEBUG
 #include <cstdio>
@@ -47,8 +49,8 @@ void verify_ready(const tl_loop *loop, const char *where) noexcept {
 }
 
 template <class Node>
-void verify_list(const tl_loop *loop, const Node *head, const Node *cursor, const char *where,
-                 const char *name) noexcept {
+const Node *verify_list(const tl_loop *loop, const Node *head, const Node *cursor,
+                        const char *where, const char *name) noexcept {
     bool cursor_seen = cursor == nullptr;
     const Node *prev = nullptr;
     for (const Node *n = head; n; prev = n, n = n->next) {
@@ -61,6 +63,14 @@ void verify_list(const tl_loop *loop, const Node *head, const Node *cursor, cons
         if (n == cursor) cursor_seen = true;
     }
     if (!cursor_seen) fail(where, "dispatch cursor outside its list");
+    return prev; /* the last node */
+}
+
+template <class Node>
+void verify_ordered(const tl_loop *loop, const OrderedList<Node> &list, const char *where,
+                    const char *name) noexcept {
+    if (verify_list(loop, list.head, list.cursor, where, name) != list.tail)
+        fail(where, "start-ordered list's tail is not its last node");
 }
 
 } // namespace
@@ -87,8 +97,10 @@ void loop_verify(tl_loop *loop, const char *where) noexcept {
         if (w->fd < 0 || size_t(w->fd) != fd) fail(where, "fd table entry watches another fd");
         if (!(w->flags & IO_ACTIVE)) fail(where, "fd table holds an inactive watcher");
     }
-    verify_list(loop, loop->asyncs, loop->async_cursor, where, "async");
+    verify_ordered(loop, loop->asyncs, where, "async");
     verify_list(loop, loop->signals, loop->signal_cursor, where, "signal");
+    for (const OrderedList<tl_hook> &hooks : loop->hooks)
+        verify_ordered(loop, hooks, where, "hook");
 }
 
 void check_popped(tl_loop *loop, const tl_timer *t, uint64_t now, bool first) noexcept {

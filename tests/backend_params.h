@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Test helper shared by the suites that run once per timer backend: a Criterion
  * parameter generator over every registered backend (tl_timer_backend_names),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Loop options that bound work: max_timers_per_iteration (a storm of due
  * timers must not starve a ready socket, and loses or reorders nothing),

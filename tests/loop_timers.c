@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Timers through the loop, in real time, once per registered timer backend
  * (opts.timers), and the loop's run/stop/free/time/stats behaviour around

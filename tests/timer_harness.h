@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Test helper for the timer-backend suites: a harness that drives one backend
  * through its vtable with explicit `now` values and keeps its own record of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Timer-backend conformance: the rules of timer_backend.h, checked the same
  * way for every registered backend by driving its vtable directly with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * An implicit d-ary min-heap of timers, the shared body of heap2.cc and
  * heap4.cc (each file picks the arity and the root offset and states why).
@@ -31,7 +32,7 @@
 namespace tl::detail {
 
 template <unsigned D, size_t Root>
-class DaryHeap {
+class DaryHeap : public MallocNew {
     static_assert(D >= 2, "a heap needs at least two children per node");
 
     struct Entry {

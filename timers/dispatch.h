@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Static dispatch of the loop's hottest timer call, a restart (a heartbeat
  * per packet), for the built-ins whose structure is header-only: the loop

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * heap2: a binary min-heap of timers (the structure libuv and libevent use),
  * with the cache-friendly layout of dary_heap.h.

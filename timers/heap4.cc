@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * heap4: a 4-ary min-heap of timers (libev's "4-heap").
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * hwheel: a hierarchical timing wheel that covers the whole 64-bit range
  * (the layout of tokio's and Linux's timer wheels, plus a per-slot minimum
@@ -133,7 +134,7 @@ inline unsigned level_of(uint64_t cur, uint64_t e) noexcept {
     return unsigned(63 - __builtin_clzll((cur ^ e) | (kSlots - 1))) / kSlotBits;
 }
 
-class HWheel {
+class HWheel : public MallocNew {
     tl_timer *slots_[kLevels][kSlots] = {};
     uint64_t slot_min_[kLevels][kSlots]; /* ns; meaningful for occupied slots only */
     uint64_t occupied_[kLevels] = {};

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Internal to the timer backends and the loop: node helpers shared by the
  * built-in backends, their vtables and their invariant walkers.
@@ -11,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "tickloop/timer_backend.h"
 
@@ -29,6 +31,17 @@ const char *tl_detail_timers_check(const tl_timer_backend *b, void *self);
 }
 
 namespace tl::detail {
+
+/* Base of every object the library creates with new: new and delete go to
+ * malloc and free, and new yields nullptr when malloc fails (a noexcept
+ * allocation function makes the new-expression check for it). The global
+ * operator new/delete live in libstdc++; these do not, so C programs link the
+ * library with cc alone. Objects are created with plain `new T(...)`, never
+ * `new (std::nothrow)`, and arrays with calloc. */
+struct MallocNew {
+    static void *operator new(size_t size) noexcept { return malloc(size); }
+    static void operator delete(void *p) noexcept { free(p); }
+};
 
 /* a + b, saturating at UINT64_MAX ("never") instead of wrapping. */
 constexpr uint64_t sat_add(uint64_t a, uint64_t b) noexcept {

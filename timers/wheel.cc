@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * wheel: a single-level hashed timing wheel (the idea of Netty's
  * HashedWheelTimer), driven only by the now values it is given.
@@ -81,7 +82,7 @@ constexpr uintptr_t kDue = UINTPTR_MAX;
 constexpr uintptr_t kLazy = uintptr_t(1) << 30;
 static_assert(kMaxSlots <= kLazy, "slot numbers stay below the lazy mark");
 
-class Wheel {
+class Wheel : public MallocNew {
     static constexpr size_t kNone = SIZE_MAX;
 
     tl_timer **slots_ = nullptr;

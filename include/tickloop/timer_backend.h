@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tickloop: the timer-backend interface, for registering a custom backend.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Faults and edges (issue #6, items 3, 5 and 6), once per I/O backend
  * (TICKLOOP_IO, set by meson.build) and, where timers matter, once per

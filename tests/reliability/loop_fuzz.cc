@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Fuzz target: the public loop API, on every registered timer backend
  * (tl_timer_backend_names), one fresh loop per backend per input.

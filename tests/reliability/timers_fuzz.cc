@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Fuzz target: every registered timer backend, driven in lockstep through its
  * vtable by one operation stream decoded from the input, each against its own
