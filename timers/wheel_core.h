@@ -60,13 +60,14 @@ __extension__ typedef unsigned __int128 wheel_u128;
  * every insert, reschedule and cascade needs a fire tick. */
 class TickClock {
     uint64_t tick_;
-    uint64_t magic_;         /* floor(2^64 / tick), unused for tick 1      */
-    uint64_t max_time_tick_; /* UINT64_MAX / tick: the last tick with a time */
+    uint64_t magic_;          /* floor(2^64 / tick), unused for tick 1      */
+    uint64_t max_time_tick_;  /* UINT64_MAX / tick: the last tick with a time */
+    uint64_t max_first_tick_; /* (UINT64_MAX - 1) / tick, for first_ns */
 
 public:
     explicit TickClock(uint64_t tick) noexcept
         : tick_(tick), magic_(tick > 1 ? uint64_t((wheel_u128(1) << 64) / tick) : 0),
-          max_time_tick_(UINT64_MAX / tick) {}
+          max_time_tick_(UINT64_MAX / tick), max_first_tick_((UINT64_MAX - 1) / tick) {}
 
     uint64_t tick() const noexcept { return tick_; }
 
@@ -106,8 +107,11 @@ public:
         return k > max_time_tick_ ? UINT64_MAX : k * tick_;
     }
 
-    /* The least deadline whose fire tick is k (k <= the last fire tick). */
-    uint64_t first_ns(uint64_t k) const noexcept { return k ? (k - 1) * tick_ + 1 : 0; }
+    /* The least deadline whose fire tick is k, saturating at UINT64_MAX. */
+    uint64_t first_ns(uint64_t k) const noexcept {
+        if (k == 0) return 0;
+        return k - 1 > max_first_tick_ ? UINT64_MAX : (k - 1) * tick_ + 1;
+    }
 
     /* Whether a deadline lies on its fire tick's boundary. e * tick wraps
        only above UINT64_MAX, and then cannot equal the deadline. */
