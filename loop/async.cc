@@ -81,12 +81,16 @@ TL_API int tl_async_start(tl_loop *loop, tl_async *a, tl_async_cb cb, void *data
 }
 
 TL_API int tl_async_send(tl_async *a) {
-    if (!a || __atomic_load_n(&a->magic, __ATOMIC_ACQUIRE) != kAsyncMagic || !a->loop)
-        return -EINVAL;
+    if (!a || __atomic_load_n(&a->magic, __ATOMIC_ACQUIRE) != kAsyncMagic) return -EINVAL;
+    /* Read the loop once: a tl_async_stop racing this call (not allowed,
+       but common at shutdown) clears a->loop, and a second read would
+       dereference NULL. The loop and its eventfd outlive the stop. */
+    tl_loop *loop = __atomic_load_n(&a->loop, __ATOMIC_ACQUIRE);
+    if (!loop) return -EINVAL;
     if (__atomic_exchange_n(&a->pending, 1u, __ATOMIC_ACQ_REL) == 0) {
         uint64_t one = 1;
         /* EAGAIN means the counter is saturated: the loop is woken anyway. */
-        while (write(a->loop->async_fd, &one, sizeof one) < 0 && errno == EINTR) {
+        while (write(loop->async_fd, &one, sizeof one) < 0 && errno == EINTR) {
         }
     }
     return 0;
@@ -100,7 +104,7 @@ TL_API int tl_async_stop(tl_loop *loop, tl_async *a) {
     if (!list_contains(loop->asyncs, a)) return 0; /* stale magic in reused memory */
     list_unlink(loop->asyncs, loop->async_cursor, a);
     __atomic_store_n(&a->magic, 0u, __ATOMIC_RELEASE);
-    a->loop = nullptr;
+    __atomic_store_n(&a->loop, nullptr, __ATOMIC_RELEASE);
     --loop->active_handles;
     return 0;
 }

@@ -9,6 +9,19 @@
  * to whole milliseconds: rounding down would wake before the deadline and
  * turn a sub-millisecond remainder into a busy 0-timeout spin.
  * TICKLOOP_EPOLL_PWAIT2=0 forces the fallback, so tests can exercise it.
+ *
+ * A registration epoll cannot delete. epoll keys a registration on the open
+ * file *and* the fd number, and drops it only when the file is closed for
+ * good. An fd closed before tl_io_stop whose file lives on (a dup, a forked
+ * child) cannot be named in EPOLL_CTL_DEL any more (EBADF), so its
+ * registration stays in the set and, level-triggered, reports the file's
+ * readiness with the stopped watcher's tag forever: the loop dropped those
+ * events and spun at 100% CPU. On epoll such a tag can come from nothing
+ * else (every other registration was deleted before the loop forgot it), so
+ * the first event whose tag names no registration makes the backend build a
+ * new set from the registry and close the old one, as libev does. A new
+ * watcher on the same fd number and file meets the leftover at
+ * EPOLL_CTL_ADD (EEXIST) and takes it over with EPOLL_CTL_MOD.
  */
 #include <cerrno>
 #include <climits>
@@ -25,22 +38,37 @@ namespace {
 
 class EpollBackend final : public IoBackend {
 public:
-    explicit EpollBackend(int epfd, bool use_pwait2) noexcept
-        : epfd_(epfd), use_pwait2_(use_pwait2) {}
+    EpollBackend(tl_loop *loop, int epfd, bool use_pwait2) noexcept
+        : loop_(loop), epfd_(epfd), use_pwait2_(use_pwait2) {}
     ~EpollBackend() override { close(epfd_); }
 
     const char *name() const noexcept override { return "epoll"; }
 
-    int add(int fd, unsigned events, uint64_t tag) noexcept override {
-        return ctl(EPOLL_CTL_ADD, fd, events, tag);
+    int add(int fd) noexcept override {
+        const tl_io *w = loop_->io_slots[fd].watcher;
+        int r = ctl(EPOLL_CTL_ADD, fd, w->events, io_tag(fd, w->gen));
+        /* The loop has no registration of fd, so this one is a leftover of
+           a watcher whose fd was closed before its stop, on the same file:
+           take it over. */
+        if (r == -EEXIST) r = ctl(EPOLL_CTL_MOD, fd, w->events, io_tag(fd, w->gen));
+        return r;
     }
-    int modify(int fd, unsigned events, uint64_t tag) noexcept override {
-        return ctl(EPOLL_CTL_MOD, fd, events, tag);
+    int modify(int fd, unsigned events) noexcept override {
+        return ctl(EPOLL_CTL_MOD, fd, events, io_tag(fd, loop_->io_slots[fd].watcher->gen));
     }
-    void remove(int fd, uint64_t) noexcept override {
-        /* EBADF/ENOENT: the fd was closed (the kernel dropped it) or
-           reused; either way nothing of ours is registered any more. */
+    void remove(int fd) noexcept override {
+        /* EBADF: the fd was closed. If that closed the file, the kernel
+           dropped the registration; if the file lives on, it stays, and
+           drop_leftovers() clears it when it reports. */
         epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
+    }
+
+    int reopen() noexcept override {
+        int epfd = epoll_create1(EPOLL_CLOEXEC);
+        if (epfd < 0) return -errno;
+        close(epfd_);
+        epfd_ = epfd;
+        return 0;
     }
 
     int wait(uint64_t timeout_ns, ReadyEvent *out, int cap) noexcept override {
@@ -65,6 +93,7 @@ public:
         if (n < 0) return -errno;
         for (int i = 0; i < n; ++i)
             out[i] = ReadyEvent{events_[i].data.u64, tl_events(events_[i].events)};
+        drop_leftovers(out, n);
         return n;
     }
 
@@ -75,6 +104,19 @@ private:
         return ms > INT_MAX ? INT_MAX : (int)ms;
     }
 
+    /* An event whose tag names no registration comes from one that
+       EPOLL_CTL_DEL could not remove (see the top of this file): replace the
+       set by one holding exactly the registry. The events already collected
+       stay valid; the loop's filter drops the leftover's. Tags of
+       generation 0 are not registrations. */
+    void drop_leftovers(const ReadyEvent *events, int n) noexcept {
+        for (int i = 0; i < n; ++i) {
+            if (io_tag_gen(events[i].tag) == 0 || io_current(loop_, events[i].tag)) continue;
+            if (reopen() == 0) io_readd_all(loop_);
+            return;
+        }
+    }
+
     int ctl(int op, int fd, unsigned events, uint64_t tag) noexcept {
         struct epoll_event ev;
         std::memset(&ev, 0, sizeof ev);
@@ -83,6 +125,7 @@ private:
         return epoll_ctl(epfd_, op, fd, &ev) < 0 ? -errno : 0;
     }
 
+    tl_loop *loop_;
     int epfd_;
     bool use_pwait2_;
     struct epoll_event events_[kMaxEvents];
@@ -90,12 +133,12 @@ private:
 
 } // namespace
 
-int epoll_backend_create(IoBackend **out) noexcept {
+int epoll_backend_create(tl_loop *loop, IoBackend **out) noexcept {
     int epfd = epoll_create1(EPOLL_CLOEXEC);
     if (epfd < 0) return -errno;
     const char *env = std::getenv("TICKLOOP_EPOLL_PWAIT2");
     bool use_pwait2 = !(env && std::strcmp(env, "0") == 0);
-    auto *backend = new (std::nothrow) EpollBackend(epfd, use_pwait2);
+    auto *backend = new (std::nothrow) EpollBackend(loop, epfd, use_pwait2);
     if (!backend) {
         close(epfd);
         return -ENOMEM;

@@ -2,11 +2,14 @@
  * Signal watchers through one signalfd per loop.
  *
  * A signal is delivered to a signalfd only while it is blocked, so the first
- * watcher of a signal blocks it in the calling thread (remembering whether it
- * was blocked already) and adds it to the signalfd's mask; the last watcher
- * removes it and restores the old blocked state. A signal that arrived and
- * is still pending at that point is then delivered the ordinary way, as if the
- * loop had never watched it.
+ * watcher of a signal in a loop adds it to the loop's signalfd mask and the
+ * last one removes it. The blocked state belongs to the thread, not the loop:
+ * several loops of one thread may watch the same signal, and the signal must
+ * stay blocked until the last of them stops. So the thread keeps a count per
+ * signal of the loops watching it (ThreadSignals); the first blocks it
+ * (remembering whether it was blocked already), the last restores that. A
+ * signal that arrived and is still pending at that point is then delivered
+ * the ordinary way, as if no loop had watched it.
  *
  * Two loops watching one signal compete for it (each instance goes to one of
  * them); watch a signal from one loop.
@@ -23,6 +26,34 @@ using namespace tl::detail;
 namespace {
 
 constexpr uint32_t kSignalMagic = 0x7a5c1e02u;
+
+/* Per thread, because the signal mask is (pthread_sigmask). */
+struct ThreadSignals {
+    uint32_t loops[_NSIG];   /* loops of this thread watching the signal  */
+    sigset_t blocked_before; /* blocked before the first of them started */
+};
+thread_local ThreadSignals thread_signals;
+
+void thread_watch(int signo) noexcept {
+    if (thread_signals.loops[signo]++ > 0) return;
+    sigset_t one, old;
+    sigemptyset(&one);
+    sigaddset(&one, signo);
+    pthread_sigmask(SIG_BLOCK, &one, &old);
+    if (sigismember(&old, signo))
+        sigaddset(&thread_signals.blocked_before, signo);
+    else
+        sigdelset(&thread_signals.blocked_before, signo);
+}
+
+void thread_unwatch(int signo) noexcept {
+    if (thread_signals.loops[signo] == 0 || --thread_signals.loops[signo] > 0) return;
+    if (sigismember(&thread_signals.blocked_before, signo)) return;
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, signo);
+    pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
+}
 
 bool valid_signo(int signo) noexcept {
     if (signo < 1 || signo >= _NSIG || signo == SIGKILL || signo == SIGSTOP) return false;
@@ -84,11 +115,7 @@ TL_API int tl_signal_start(tl_loop *loop, tl_signal *s, int signo, tl_signal_cb 
             }
             loop->signal_fd = fd;
         }
-        sigset_t one, old;
-        sigemptyset(&one);
-        sigaddset(&one, signo);
-        pthread_sigmask(SIG_BLOCK, &one, &old);
-        if (sigismember(&old, signo)) sigaddset(&loop->signals_blocked_before, signo);
+        thread_watch(signo);
         loop->signal_mask = mask;
     }
     ++loop->signal_watchers[signo];
@@ -118,13 +145,7 @@ TL_API int tl_signal_stop(tl_loop *loop, tl_signal *s) {
     if (--loop->signal_watchers[signo] == 0) {
         sigdelset(&loop->signal_mask, signo);
         signalfd(loop->signal_fd, &loop->signal_mask, SFD_NONBLOCK | SFD_CLOEXEC);
-        if (!sigismember(&loop->signals_blocked_before, signo)) {
-            sigset_t one;
-            sigemptyset(&one);
-            sigaddset(&one, signo);
-            pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
-        }
-        sigdelset(&loop->signals_blocked_before, signo);
+        thread_unwatch(signo);
     }
     return 0;
 }

@@ -90,6 +90,8 @@ uint64_t timers_dispatch(tl_loop *loop) noexcept {
                and may stop or restart it. */
             t->deadline = sat_add(now, t->repeat);
             if (b->insert(loop->timers, t) < 0) {
+                /* It runs this once more, then is inactive: say so. */
+                ++loop->stats.timers_rearm_failed;
                 t->flags = 0;
                 --loop->active_handles;
             } else {
