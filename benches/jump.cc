@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * jump.cc: bench-jump, the cost of a large jump of now (the loop was blocked,
  * the machine suspended) for every registered timer backend, driven through

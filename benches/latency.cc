@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * latency.cc: tickloop-bench, the one-command benchmark job.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * latency.h: the harness shared by the latency runner (latency.cc, built as
  * tickloop-bench) and its libevent helper (latency_libevent.cc).

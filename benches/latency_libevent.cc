@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * latency_libevent.cc: tickloop-bench-libevent, the helper that runs the
  * libevent rows of tickloop-bench (latency.cc) in a process of its own.

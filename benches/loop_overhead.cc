@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Loop overhead per I/O backend, beside the bare kernel calls it is built on.
 //
 // - empty NOWAIT iteration (one idle watcher keeps the loop alive) vs the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ops.h: the interface the operation benchmarks (timer_ops*.cc and the
  * restart row of tickloop-bench) drive every library through, and the one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ops_libev.h: the benchmark adapter (see ops.h) for libev, epoll backend.
  *

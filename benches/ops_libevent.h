@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ops_libevent.h: the benchmark adapter (see ops.h) for libevent 2.1, epoll
  * backend, optionally with EVENT_BASE_FLAG_PRECISE_TIMER (variant "precise":

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ops_libuv.h: the benchmark adapter (see ops.h) for libuv.
  *

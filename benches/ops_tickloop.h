@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ops_tickloop.h: the benchmark adapter (see ops.h) for tickloop, one loop per
  * timer backend, selected by tl_loop_options.timers.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """plot.py: turns the benchmarks' JSON into PNG charts.
 
 Inputs (any mix, any number; the kind is recognised from the content):

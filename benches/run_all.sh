@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # run_all.sh: runs every benchmark suite one after the other and turns the
 # results into the PNGs of the README's "Performance" section.
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * scenarios.cc: bench-scenarios, the whole-program scenarios of issue #7, for
  * every tickloop timer backend, libev and libuv, each library in a fresh

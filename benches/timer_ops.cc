@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * timer_ops.cc: bench-timer-ops, Google Benchmark of timer operations for
  * every registered tickloop timer backend (enumerated at run time), libev and

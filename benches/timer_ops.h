@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * timer_ops.h: the Google Benchmark bodies shared by bench-timer-ops
  * (timer_ops.cc: tickloop's backends, libev, libuv) and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * timer_ops_libevent.cc: bench-timer-ops-libevent, the libevent rows of the
  * timer-operation benchmarks (timer_ops.h), in a binary of their own because

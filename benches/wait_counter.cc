@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * wait_counter.cc: counts the epoll waits the peer libraries make, by
  * defining epoll_wait, epoll_pwait and epoll_pwait2 in the benchmark

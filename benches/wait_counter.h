@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * wait_counter.h: how many times this process entered epoll_wait /
  * epoll_pwait / epoll_pwait2, counted by wait_counter.cc.

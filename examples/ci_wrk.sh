@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Load check of examples/http_hello with wrk, once per I/O backend.
 #
 #   bash examples/ci_wrk.sh BUILD_DIR      (wrk must be installed: apt-get install -y wrk)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // delayed_tasks.cpp: "re-check this order in 30 minutes", a million times over.
 //
 // Shows the workload timing wheels are built for, with the C++ wrapper: a

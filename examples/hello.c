@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * hello.c: the smallest tickloop program in plain C11.
  *

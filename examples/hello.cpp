@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // hello.cpp: the smallest tickloop program with the C++ wrapper.
 //
 // Shows a repeating timer with a lambda, an fd watcher on a pipe the timer

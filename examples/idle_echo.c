@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * idle_echo.c: a TCP echo server that closes connections idle for --idle-ms.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Async wakeups: any thread wakes the loop through one eventfd per loop.
  *
@@ -8,8 +9,17 @@
  * callback runs now) or has written the eventfd again (it runs next
  * iteration); none is lost.
  *
- * Dispatch walks the loop's list with a cursor that tl_async_stop advances, so
- * a callback may stop or free any async, itself included.
+ * The loop's asyncs form a list in start order, and dispatch walks it from the
+ * head, so pending callbacks run in the order their asyncs were started (a
+ * "quit" async started after a "work" async runs after it). The walk uses the
+ * list's cursor, which tl_async_stop advances, so a callback may stop or free
+ * any async, itself included.
+ *
+ * State lives in `magic` (marker + HANDLE_* bits, loop_internal.h). An async
+ * that went through tl_async_init carries HANDLE_INIT, and its ACTIVE bit is
+ * the truth: double start and stop are O(1). One that was never initialised
+ * may hold anything, so for it ACTIVE is confirmed by walking the loop's list
+ * (the behaviour before tl_async_init existed).
  */
 #include <cerrno>
 #include <sys/eventfd.h>
@@ -21,9 +31,29 @@ using namespace tl::detail;
 
 namespace {
 
-/* Marks a live handle: tl_async is not initialised by the caller, so this is
- * how start tells "already active" from fresh memory. */
-constexpr uint32_t kAsyncMagic = 0x7a5c1e01u;
+constexpr uint32_t kAsyncMarker = 0x7a5c1e00u;
+
+bool is_marked(uint32_t magic) noexcept {
+    return (magic & ~HANDLE_STATE_MASK) == kAsyncMarker;
+}
+
+uint32_t load_magic(const tl_async *a) noexcept {
+    return __atomic_load_n(&a->magic, __ATOMIC_ACQUIRE);
+}
+
+/* Written with release order: tl_async_send on another thread reads it. */
+void store_magic(tl_async *a, uint32_t state) noexcept {
+    __atomic_store_n(&a->magic, kAsyncMarker | state, __ATOMIC_RELEASE);
+}
+
+/* True if a is active on some loop; for an uninitialised async, only if it
+ * is really on `loop`'s list (other loops' lists are not ours to walk: a
+ * marker naming another loop is taken at its word, as before). */
+bool is_active(const tl_loop *loop, const tl_async *a, uint32_t magic) noexcept {
+    if (!is_marked(magic) || !(magic & HANDLE_ACTIVE)) return false;
+    if (magic & HANDLE_INIT) return true;
+    return a->loop != loop || list_contains(loop->asyncs.head, a);
+}
 
 uint32_t take_pending(tl_async *a) noexcept {
     return __atomic_exchange_n(&a->pending, 0u, __ATOMIC_ACQ_REL);
@@ -33,11 +63,24 @@ void on_eventfd(tl_loop *loop, tl_io *, unsigned) {
     uint64_t count;
     while (read(loop->async_fd, &count, sizeof count) < 0 && errno == EINTR) {
     }
-    for (tl_async *a = loop->asyncs; a; a = loop->async_cursor) {
-        loop->async_cursor = a->next;
+    OrderedList<tl_async> &list = loop->asyncs;
+    for (tl_async *a = list.head; a; a = list.cursor) {
+        list.cursor = a->next;
         if (take_pending(a)) a->cb(loop, a);
     }
-    loop->async_cursor = nullptr;
+    list.cursor = nullptr;
+}
+
+int open_eventfd(tl_loop *loop) noexcept {
+    int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (fd < 0) return -errno;
+    int r = io_start_internal(loop, &loop->async_watcher, fd, on_eventfd);
+    if (r < 0) {
+        close(fd);
+        return r;
+    }
+    loop->async_fd = fd;
+    return 0;
 }
 
 } // namespace
@@ -51,37 +94,72 @@ void async_close(tl_loop *loop) noexcept {
     loop->async_fd = -1;
 }
 
+int async_fork(tl_loop *loop) noexcept {
+    if (loop->async_fd < 0) return 0;
+    int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (fd < 0) return -errno;
+    int r = io_reserve_fd(loop, fd);
+    if (r < 0) {
+        close(fd);
+        return r;
+    }
+    /* The inherited eventfd is shared with the parent: its sends would wake
+       the child. Swap the new one into the watcher and the fd table; the
+       caller registers every fd-table entry with the new backend. */
+    loop->io_slots[loop->async_fd] = IoSlot{};
+    close(loop->async_fd);
+    loop->async_fd = fd;
+    loop->async_watcher.fd = fd;
+    loop->io_slots[fd] = IoSlot{&loop->async_watcher, 0, 0};
+    /* A send pending at the fork wrote the old counter; its flag is still
+       set, so one write makes the child's first iteration run it. */
+    for (tl_async *a = loop->asyncs.head; a; a = a->next) {
+        if (__atomic_load_n(&a->pending, __ATOMIC_ACQUIRE)) {
+            uint64_t one = 1;
+            while (write(fd, &one, sizeof one) < 0 && errno == EINTR) {
+            }
+            break;
+        }
+    }
+    return 0;
+}
+
 } // namespace tl::detail
 
 extern "C" {
 
+TL_API void tl_async_init(tl_async *a) {
+    if (!a) return;
+    *a = tl_async{};
+    a->magic = kAsyncMarker | HANDLE_INIT;
+}
+
 TL_API int tl_async_start(tl_loop *loop, tl_async *a, tl_async_cb cb, void *data) {
     if (!loop || !a || !cb) return -EINVAL;
     TL_CHECK_LOOP_THREAD(loop);
-    if (a->magic == kAsyncMagic && (a->loop != loop || list_contains(loop->asyncs, a)))
-        return -EBUSY;
+    uint32_t magic = load_magic(a);
+    if (is_active(loop, a, magic)) return -EBUSY;
+    /* Keep what init and set_ref recorded; fresh memory has nothing to keep. */
+    uint32_t keep = is_marked(magic) ? magic & (HANDLE_INIT | HANDLE_UNREF) : 0;
     if (loop->async_fd < 0) {
-        int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-        if (fd < 0) return -errno;
-        int r = io_start_internal(loop, &loop->async_watcher, fd, on_eventfd);
-        if (r < 0) {
-            close(fd);
-            return r;
-        }
-        loop->async_fd = fd;
+        int r = open_eventfd(loop);
+        if (r < 0) return r;
     }
     a->cb = cb;
     a->data = data;
     a->loop = loop;
     a->pending = 0;
-    list_push(loop->asyncs, a);
-    __atomic_store_n(&a->magic, kAsyncMagic, __ATOMIC_RELEASE);
-    ++loop->active_handles;
+    loop->asyncs.append(a);
+    store_magic(a, keep | HANDLE_ACTIVE);
+    ++loop->stats.asyncs_active;
+    handle_activated(loop, keep & HANDLE_UNREF);
     return 0;
 }
 
 TL_API int tl_async_send(tl_async *a) {
-    if (!a || __atomic_load_n(&a->magic, __ATOMIC_ACQUIRE) != kAsyncMagic) return -EINVAL;
+    if (!a) return -EINVAL;
+    uint32_t magic = load_magic(a);
+    if (!is_marked(magic) || !(magic & HANDLE_ACTIVE)) return -EINVAL;
     /* Read the loop once: a tl_async_stop racing this call (not allowed,
        but common at shutdown) clears a->loop, and a second read would
        dereference NULL. The loop and its eventfd outlive the stop. */
@@ -99,13 +177,30 @@ TL_API int tl_async_send(tl_async *a) {
 TL_API int tl_async_stop(tl_loop *loop, tl_async *a) {
     if (!loop || !a) return -EINVAL;
     TL_CHECK_LOOP_THREAD(loop);
-    if (a->magic != kAsyncMagic) return 0;
+    uint32_t magic = load_magic(a);
+    if (!is_marked(magic) || !(magic & HANDLE_ACTIVE)) return 0;
     if (a->loop != loop) return -EINVAL;
-    if (!list_contains(loop->asyncs, a)) return 0; /* stale magic in reused memory */
-    list_unlink(loop->asyncs, loop->async_cursor, a);
-    __atomic_store_n(&a->magic, 0u, __ATOMIC_RELEASE);
+    if (!is_active(loop, a, magic)) return 0; /* stale marker in reused memory */
+    loop->asyncs.unlink(a);
+    store_magic(a, magic & (HANDLE_INIT | HANDLE_UNREF));
     __atomic_store_n(&a->loop, nullptr, __ATOMIC_RELEASE);
-    --loop->active_handles;
+    --loop->stats.asyncs_active;
+    handle_deactivated(loop, magic & HANDLE_UNREF);
+    return 0;
+}
+
+TL_API int tl_async_set_ref(tl_loop *loop, tl_async *a, int ref) {
+    if (!loop || !a) return -EINVAL;
+    TL_CHECK_LOOP_THREAD(loop);
+    uint32_t magic = load_magic(a);
+    bool active = is_active(loop, a, magic);
+    if (active && a->loop != loop) return -EINVAL;
+    /* An unmarked async is taken as a fresh one (see the header). */
+    uint32_t state = is_marked(magic) ? magic & HANDLE_STATE_MASK : HANDLE_INIT;
+    if (!active) state &= ~HANDLE_ACTIVE;
+    uint32_t next = ref ? state & ~HANDLE_UNREF : state | HANDLE_UNREF;
+    store_magic(a, next);
+    if (active) handle_ref_changed(loop, state & HANDLE_UNREF, next & HANDLE_UNREF);
     return 0;
 }
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The epoll I/O backend: level-triggered readiness, nanosecond waits.
  *
@@ -27,7 +28,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
-#include <new>
+#include <fcntl.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -43,6 +44,8 @@ public:
     ~EpollBackend() override { close(epfd_); }
 
     const char *name() const noexcept override { return "epoll"; }
+    /* The epoll set is itself readable while one of its fds is ready. */
+    int poll_fd() noexcept override { return epfd_; }
 
     int add(int fd) noexcept override {
         const tl_io *w = loop_->io_slots[fd].watcher;
@@ -63,12 +66,16 @@ public:
         epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
     }
 
+    /* The new set takes the old one's descriptor number (dup3), so
+       tl_loop_fd() stays valid for a host that polls it with poll(2). A host
+       that registered it in an epoll set of its own loses that registration
+       with the old file: a cost only the leftover case above pays. */
     int reopen() noexcept override {
         int epfd = epoll_create1(EPOLL_CLOEXEC);
         if (epfd < 0) return -errno;
-        close(epfd_);
-        epfd_ = epfd;
-        return 0;
+        int r = dup3(epfd, epfd_, O_CLOEXEC) < 0 ? -errno : 0;
+        close(epfd);
+        return r;
     }
 
     int wait(uint64_t timeout_ns, ReadyEvent *out, int cap) noexcept override {
@@ -112,7 +119,7 @@ private:
     void drop_leftovers(const ReadyEvent *events, int n) noexcept {
         for (int i = 0; i < n; ++i) {
             if (io_tag_gen(events[i].tag) == 0 || io_current(loop_, events[i].tag)) continue;
-            if (reopen() == 0) io_readd_all(loop_);
+            if (reopen() == 0) io_readd_all(loop_, this);
             return;
         }
     }
@@ -138,7 +145,7 @@ int epoll_backend_create(tl_loop *loop, IoBackend **out) noexcept {
     if (epfd < 0) return -errno;
     const char *env = std::getenv("TICKLOOP_EPOLL_PWAIT2");
     bool use_pwait2 = !(env && std::strcmp(env, "0") == 0);
-    auto *backend = new (std::nothrow) EpollBackend(loop, epfd, use_pwait2);
+    auto *backend = new EpollBackend(loop, epfd, use_pwait2);
     if (!backend) {
         close(epfd);
         return -ENOMEM;

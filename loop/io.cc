@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * I/O watchers: the tl_io_* API, the loop's fd registry and the dispatch of
  * readiness.
@@ -88,10 +89,13 @@ int start(tl_loop *loop, tl_io *w, unsigned events, uint32_t extra_flags) noexce
         w->events = old_events;
         return r;
     }
-    w->flags = IO_ACTIVE | extra_flags;
+    w->flags = IO_ACTIVE | extra_flags | (w->flags & IO_UNREF);
     w->priv[0] = reinterpret_cast<uintptr_t>(loop);
     ++loop->io_count;
-    if (!(extra_flags & IO_INTERNAL)) ++loop->active_handles;
+    if (!(extra_flags & IO_INTERNAL)) {
+        ++loop->stats.io_active;
+        handle_activated(loop, w->flags & IO_UNREF);
+    }
     return 0;
 }
 
@@ -99,8 +103,11 @@ void stop(tl_loop *loop, tl_io *w) noexcept {
     loop->io->remove(w->fd);
     loop->io_slots[w->fd] = IoSlot{};
     --loop->io_count;
-    if (!(w->flags & IO_INTERNAL)) --loop->active_handles;
-    w->flags = 0;
+    if (!(w->flags & IO_INTERNAL)) {
+        --loop->stats.io_active;
+        handle_deactivated(loop, w->flags & IO_UNREF);
+    }
+    w->flags &= IO_UNREF;
     w->priv[0] = 0;
 }
 
@@ -132,14 +139,14 @@ uint64_t io_dispatch(tl_loop *loop, int n) noexcept {
     return ran;
 }
 
-int io_readd_all(tl_loop *loop) noexcept {
+int io_readd_all(tl_loop *loop, IoBackend *io) noexcept {
     int first = 0;
     for (size_t fd = 0; fd < loop->io_slots_size; ++fd) {
         IoSlot &slot = loop->io_slots[fd];
         if (!slot.watcher) continue;
         slot.state = slot.index = 0;
-        int r = loop->io->add((int)fd);
-        if (r < 0 && first == 0) first = r;
+        int r = io->add((int)fd);
+        if (r < 0 && r != -EBADF && first == 0) first = r;
     }
     return first;
 }
@@ -162,6 +169,10 @@ int io_start_internal(tl_loop *loop, tl_io *w, int fd, tl_io_cb cb) noexcept {
 
 void io_stop_internal(tl_loop *loop, tl_io *w) noexcept {
     if (w->flags & IO_ACTIVE) stop(loop, w);
+}
+
+int io_reserve_fd(tl_loop *loop, int fd) noexcept {
+    return reserve_fd(loop, fd);
 }
 
 void io_close(tl_loop *loop) noexcept {
@@ -195,6 +206,20 @@ TL_API int tl_io_stop(tl_loop *loop, tl_io *w) {
     if (!(w->flags & IO_ACTIVE)) return 0;
     if (owner(w) != loop) return -EINVAL;
     stop(loop, w);
+    return 0;
+}
+
+TL_API int tl_io_set_ref(tl_loop *loop, tl_io *w, int ref) {
+    if (!loop || !w) return -EINVAL;
+    TL_CHECK_LOOP_THREAD(loop);
+    bool active = w->flags & IO_ACTIVE;
+    if (active && owner(w) != loop) return -EINVAL;
+    bool was = w->flags & IO_UNREF;
+    if (ref)
+        w->flags &= ~IO_UNREF;
+    else
+        w->flags |= IO_UNREF;
+    if (active && !(w->flags & IO_INTERNAL)) handle_ref_changed(loop, was, !ref);
     return 0;
 }
 

@@ -1,15 +1,22 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The reactor: loop creation, the run loop, the time cache and introspection.
  *
  * One iteration:
- *   1. timeout = 0 (NOWAIT, stop requested, a timer already due) or the time
- *      to the timer backend's next_expiry, or "forever" with no timer;
- *   2. wait in the I/O backend, at most timeout, with nanosecond resolution;
+ *   1. run the IDLE hooks, then the PREPARE hooks (hook.cc);
+ *   2. timeout = 0 (NOWAIT, stop requested, an IDLE hook active, nothing
+ *      referenced left, a timer already due) or the time to the timer
+ *      backend's next_expiry, or "forever" with no timer;
+ *   3. wait in the I/O backend, at most timeout, with nanosecond resolution;
  *      EINTR re-waits for what remains of the same deadline;
- *   3. read the clock once into the cached `now`;
- *   4. run every due timer, then the I/O callbacks of the events collected.
+ *   4. read the clock once into the cached `now`;
+ *   5. run every due timer, then the I/O callbacks of the events collected;
+ *   6. run the CHECK hooks.
  * Timers go first so that one due while I/O was being collected is not held
- * behind a long batch of I/O callbacks.
+ * behind a long batch of I/O callbacks. The timeout is computed after the
+ * hooks, which may start or stop timers.
+ *
+ * Also here: embedding (tl_loop_fd/tl_loop_timeout) and tl_loop_fork.
  */
 #include <atomic>
 #include <cerrno>
@@ -17,7 +24,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <new>
 #include <sys/prctl.h>
 #include <type_traits>
 #include <unistd.h>
@@ -31,8 +37,6 @@ namespace {
 
 /* The default backend until the benchmarks say otherwise (README). */
 constexpr const char *kDefaultTimers = "heap4";
-constexpr uint64_t kDefaultTickNs = 1000000;
-constexpr uint32_t kDefaultWheelSlots = 4096;
 /* Timer callbacks per iteration before I/O gets its turn. A storm of due
  * timers then delays a ready socket by at most this many callbacks, while a
  * batch stays large enough that the per-iteration cost (one wait syscall,
@@ -140,21 +144,35 @@ bool is_power_of_two(uint32_t v) noexcept {
     return v && !(v & (v - 1));
 }
 
+/* A referenced handle is active: tl_loop_run(DEFAULT) goes on. */
 bool alive(const tl_loop *loop) noexcept {
-    return loop->active_handles > 0;
+    return loop->active_handles > loop->unref_active;
 }
 
-/* How long the next wait may block, in ns; UINT64_MAX for no limit. */
-uint64_t wait_timeout(tl_loop *loop, tl_run_mode mode) noexcept {
-    if (mode == TL_RUN_NOWAIT || loop->stopping) return 0;
+/* Time from `now` to the next timer; 0 if one is due, UINT64_MAX if none. */
+uint64_t timer_timeout(const tl_loop *loop, uint64_t now) noexcept {
     uint64_t next = loop->timer_backend->next_expiry(loop->timers);
     if (next == UINT64_MAX) return UINT64_MAX;
-    return next > loop->now ? next - loop->now : 0;
+    return next > now ? next - now : 0;
+}
+
+/* How long the next wait may block, in ns; UINT64_MAX for no limit. Not at
+   all while an IDLE hook wants the next iteration, nor when the hooks just
+   stopped the last referenced handle (blocking then could be forever, and
+   the run is about to end: libuv's uv__backend_timeout does the same). */
+uint64_t wait_timeout(tl_loop *loop, tl_run_mode mode) noexcept {
+    if (mode == TL_RUN_NOWAIT || loop->stopping || loop->idle_hooks || !alive(loop)) return 0;
+    return timer_timeout(loop, loop->now);
 }
 
 /* One iteration; returns 0 or a negative errno from the wait. */
 int iterate(tl_loop *loop, tl_run_mode mode) noexcept {
-    uint64_t timeout = wait_timeout(loop, mode);
+    /* An IDLE hook that ran this iteration makes it non-blocking even if it
+       stopped itself: it was promised an iteration that does not sleep. */
+    const bool idled = loop->idle_hooks != 0;
+    hooks_run(loop, TL_HOOK_IDLE);
+    hooks_run(loop, TL_HOOK_PREPARE);
+    uint64_t timeout = idled ? 0 : wait_timeout(loop, mode);
     uint64_t wait_until = sat_add(loop->now, timeout);
     int n;
     for (;;) {
@@ -169,6 +187,8 @@ int iterate(tl_loop *loop, tl_run_mode mode) noexcept {
     loop->now = clock_now();
     uint64_t ran = timers_dispatch(loop);
     ran += io_dispatch(loop, n);
+    hooks_run(loop, TL_HOOK_CHECK);
+    TL_DEBUG_VERIFY(loop, "loop iteration");
     ++loop->stats.iterations;
     if (ran == 0 && timeout != 0) ++loop->stats.empty_wakeups;
     return 0;
@@ -229,8 +249,7 @@ TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts) {
     loop->signal_fd = -1;
     sigemptyset(&loop->signal_mask);
 
-    tl_timer_config cfg{opts->tick_ns ? opts->tick_ns : kDefaultTickNs,
-                        opts->wheel_slots ? opts->wheel_slots : kDefaultWheelSlots};
+    tl_timer_config cfg = timer_config(opts->tick_ns, opts->wheel_slots);
     loop->timer_backend = backend;
     loop->timers = backend->create(&cfg, loop->now);
     if (!loop->timers) {
@@ -243,13 +262,16 @@ TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts) {
         std::free(loop);
         return r;
     }
+    /* What AUTO chose, so that tl_loop_fork re-creates the same kind. */
+    loop->io_kind = std::strcmp(loop->io->name(), "epoll") == 0 ? TL_IO_EPOLL : TL_IO_URING;
     *out = loop;
     return 0;
 }
 
 TL_API int tl_loop_free(tl_loop *loop) {
     if (!loop) return -EINVAL;
-    if (alive(loop) || loop->running) return -EBUSY;
+    /* Unreferenced handles too: the loop still points at them. */
+    if (loop->active_handles || loop->running) return -EBUSY;
     release_timer_slack(loop);
     async_close(loop);
     signal_close(loop);
@@ -311,11 +333,77 @@ TL_API void tl_loop_stats_get(const tl_loop *loop, tl_loop_stats *out) {
         return;
     }
     *out = loop->stats;
-    out->timers_active = loop->timer_backend->count(loop->timers);
+    out->timers_active = timers_active(loop);
+    out->unref_active = loop->unref_active;
 }
 
+TL_API int tl_loop_alive(const tl_loop *loop) {
+    return loop && alive(loop) ? 1 : 0;
+}
+
+TL_API int tl_loop_fd(const tl_loop *loop) {
+    if (!loop) return -EINVAL;
+    return loop->io->poll_fd();
+}
+
+TL_API uint64_t tl_loop_timeout(const tl_loop *loop) {
+    if (!loop || loop->stopping || loop->idle_hooks || loop->io->has_unsubmitted()) return 0;
+    /* A fresh read: the cached time may be a whole host iteration old, and
+       a timeout from it would make the host wait that much too long. */
+    return timer_timeout(loop, clock_now());
+}
+
+TL_API int tl_loop_fork(tl_loop *loop) {
+    if (!loop) return -EINVAL;
+    if (loop->running) return -EBUSY;
+    IoBackend *fresh;
+    int r = create_io(loop, loop->io_kind, &fresh);
+    if (r < 0) return r;
+    /* The loop's own descriptors first: they change the fd registry. */
+    r = async_fork(loop);
+    if (r == 0) r = signal_fork(loop);
+    /* Every registration again, with its tag (fd, generation) unchanged, so
+       the watchers see no difference (io_readd_all: the routine epoll also
+       uses to rebuild its set). A watcher whose fd the program closed
+       without stopping it is skipped: epoll had silently dropped it too. */
+    if (r == 0) r = io_readd_all(loop, fresh);
+    if (r < 0) {
+        delete fresh;
+        return r;
+    }
+    /* Closes the inherited epoll descriptor or unmaps the inherited ring in
+       this process only; the parent's stays as it was. */
+    delete loop->io;
+    loop->io = fresh;
+    return 0;
+}
+
+/* The generic strerror text, except where the library gives the errno a
+   narrower meaning and the generic one misleads ("No such file or
+   directory" for an unknown timer backend). Each message still says which
+   errno it stands for. */
 TL_API const char *tl_strerror(int err) {
-    if (err == 0) return "success";
+    switch (err) {
+    case 0:
+        return "success";
+    case -ENOENT:
+        return "no such timer backend (ENOENT; tl_timer_backend_names lists the registered ones)";
+    case -EBUSY:
+        return "busy (EBUSY): handle already active, loop still has active handles, or call "
+               "made from inside the loop's own callbacks";
+    case -ENOSPC:
+        return "too many active timers (ENOSPC; tl_loop_options.max_timers)";
+    case -EEXIST:
+        return "already exists (EEXIST): fd watched by another watcher of this loop, or "
+               "timer backend name already registered";
+    case -ENOSYS:
+        return "not available (ENOSYS): I/O backend missing from this build or kernel";
+    case -EPERM:
+        return "operation not permitted (EPERM): fd cannot be polled (regular file or "
+               "directory), or the kernel refused io_uring";
+    default:
+        break;
+    }
     if (err > 0 || err < -4095) return "unknown error";
     const char *msg = strerrordesc_np(-err);
     return msg ? msg : "unknown error";

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Internal to loop/: the loop's private state and the small interface every
  * I/O backend (epoll.cc, and io_uring later) implements.
@@ -10,6 +11,7 @@
 #include <pthread.h>
 
 #include "tickloop/timer_backend.h"
+#include "timers/timers.h"
 
 namespace tl::detail {
 
@@ -77,6 +79,37 @@ void list_unlink(Node *&head, Node *&cursor, Node *node) noexcept {
     node->next = node->prev = nullptr;
 }
 
+/* A list kept in start order (append at the tail), for the handles whose
+ * callbacks must run in start order: asyncs and hooks. Same cursor rule as
+ * above. */
+template <class Node>
+struct OrderedList {
+    Node *head = nullptr, *tail = nullptr;
+    Node *cursor = nullptr; /* next node to visit during dispatch */
+
+    void append(Node *node) noexcept {
+        node->next = nullptr;
+        node->prev = tail;
+        if (tail)
+            tail->next = node;
+        else
+            head = node;
+        tail = node;
+    }
+    void unlink(Node *node) noexcept {
+        if (cursor == node) cursor = node->next;
+        if (node->prev)
+            node->prev->next = node->next;
+        else
+            head = node->next;
+        if (node->next)
+            node->next->prev = node->prev;
+        else
+            tail = node->prev;
+        node->next = node->prev = nullptr;
+    }
+};
+
 template <class Node>
 bool list_contains(const Node *head, const Node *node) noexcept {
     for (; head; head = head->next)
@@ -119,13 +152,22 @@ struct IoSlot {
  * Errors are negative errnos. add/modify return -EBADF (not open), -EPERM
  * (the kernel cannot poll this file: regular files, directories, /dev/null),
  * -ENOMEM; never -EBUSY: a full submission queue is the backend's problem. */
-class IoBackend {
+class IoBackend : public MallocNew {
 public:
     virtual ~IoBackend() = default;
     virtual const char *name() const noexcept = 0;
     virtual int add(int fd) noexcept = 0;
     virtual int modify(int fd, unsigned events) noexcept = 0;
     virtual void remove(int fd) noexcept = 0;
+    /* The descriptor a host loop polls to learn that this backend has events
+       (tl_loop_fd): readable while a wait(0) would return some. Created on
+       first use where it is not the backend's own; a negative errno if that
+       fails. */
+    virtual int poll_fd() noexcept = 0;
+    /* True while requests are queued that the kernel has not been handed yet
+       (io_uring's SQEs and re-arms ride on the next wait): a host polling
+       poll_fd() would not see their completions, so tl_loop_timeout says 0. */
+    virtual bool has_unsubmitted() const noexcept { return false; }
     /* Waits at most timeout_ns (UINT64_MAX: no limit, 0: never blocks) and
        stores up to cap ready events in out. Returns their number, -EINTR if a
        signal handler interrupted the wait, or another negative errno. */
@@ -139,19 +181,48 @@ int epoll_backend_create(tl_loop *loop, IoBackend **out) noexcept;
    io_uring is refused (-EPERM from seccomp or kernel.io_uring_disabled). */
 int uring_backend_create(tl_loop *loop, IoBackend **out) noexcept;
 
-/* tl_timer::flags, owned by the loop. */
+/* tl_timer::flags, owned by the loop. Layout (one word, 32 bits):
+ *   bit 0      TIMER_ACTIVE  inside the backend or queued in the ready list
+ *   bit 1      TIMER_QUEUED  in the loop's ready list (popped, callback not run
+ *                            yet); only with TIMER_ACTIVE
+ *   bit 2      TIMER_UNREF   not counted by tl_loop_alive (tl_timer_set_ref)
+ *   bits 3-7   free: per-handle state bits
+ *   bits 8-31  free: room for the timer's clock, period and leeway encoding
+ * tl_timer_init zeroes the word. The loop writes it with read-modify-write
+ * only (`|=`, `&= ~`), so bits it does not own here survive start, stop and
+ * dispatch; TIMER_STATE is what "not scheduled" clears. */
 enum : uint32_t {
-    TIMER_ACTIVE = 1u << 0, /* scheduled: inside the backend                   */
-    /* Started during the timer dispatch whose epoch is in the high bits, with
-       a deadline that dispatch could pop; it must wait for the next one. */
-    TIMER_FRESH = 1u << 1,
-    TIMER_EPOCH_SHIFT = 8,
+    TIMER_ACTIVE = 1u << 0,
+    TIMER_QUEUED = 1u << 1,
+    TIMER_STATE = TIMER_ACTIVE | TIMER_QUEUED,
+    /* tl_timer_set_ref(.., 0): does not keep the loop alive. Kept across
+       stop/start: only tl_timer_init clears it. */
+    TIMER_UNREF = 1u << 2,
 };
 
 /* tl_io::flags. */
 enum : uint32_t {
     IO_ACTIVE = 1u << 0,
     IO_INTERNAL = 1u << 1, /* the loop's own (async eventfd, signalfd): keeps nothing alive */
+    IO_UNREF = 1u << 2,    /* tl_io_set_ref(.., 0); kept across stop/start   */
+};
+
+/* tl_hook::flags. */
+enum : uint32_t {
+    HOOK_ACTIVE = 1u << 0,
+    HOOK_UNREF = 1u << 1,
+};
+inline constexpr int kHookKinds = 3; /* PREPARE, CHECK, IDLE */
+
+/* tl_async::magic and tl_signal::magic: a per-type marker in the high 24 bits
+ * (so fresh memory is unlikely to pass for a handle) and state bits in the
+ * low 8. HANDLE_INIT says the handle went through tl_*_init, so its ACTIVE bit
+ * can be trusted without walking the loop's list. */
+enum : uint32_t {
+    HANDLE_ACTIVE = 1u << 0,
+    HANDLE_INIT = 1u << 1,
+    HANDLE_UNREF = 1u << 2,
+    HANDLE_STATE_MASK = 0xffu,
 };
 
 /* Events collected per wait. Level-triggered polling reports the rest next
@@ -166,16 +237,27 @@ struct tl_loop {
     const tl_timer_backend *timer_backend;
     void *timers;
     tl::detail::IoBackend *io;
-    uint32_t id;   /* non-zero, unique per process: tags handles' owner */
-    bool running;  /* inside tl_loop_run                                */
-    bool stopping; /* tl_loop_stop called                               */
-    bool in_timer_dispatch;
-    uint32_t dispatch_epoch; /* bumped per timer dispatch                */
-    uint64_t active_handles; /* timers, user I/O, asyncs, signals        */
+    uint32_t id;             /* non-zero, unique per process: tags handles' owner */
+    bool running;            /* inside tl_loop_run                                */
+    bool stopping;           /* tl_loop_stop called                               */
+    uint64_t active_handles; /* timers, user I/O, asyncs, signals, hooks */
+    uint64_t unref_active;   /* of those, the unreferenced ones          */
+    tl_io_kind io_kind;      /* EPOLL or URING: what tl_loop_fork re-creates */
     uint64_t max_timers;     /* 0: unlimited                             */
     uint64_t max_timers_per_iteration;
     uint64_t timer_slack_ns; /* 0: leave alone                           */
     pthread_t run_thread;    /* valid while running: debug thread check  */
+    /* Timers popped by this iteration's dispatch whose callbacks have not
+       run yet, in pop order: a NULL-terminated doubly-linked list threaded
+       through link[0] (next) and link[1] (prev), which the backend does not
+       own once it has returned a timer. Empty outside timers_dispatch. */
+    tl_timer *ready_head;
+    tl_timer *ready_tail;
+    uint64_t ready_count;
+#ifndef NDEBUG
+    uint64_t verify_ops;        /* operations since the last backend walk   */
+    uint64_t last_pop_deadline; /* the previous pop of this dispatch (EXACT) */
+#endif
 
     /* I/O: the fd registry (loop/io.cc), so a stale event never reaches a
        stopped watcher; both I/O backends work against it. */
@@ -187,8 +269,7 @@ struct tl_loop {
     /* Async: one eventfd for all tl_async of this loop. */
     int async_fd;
     tl_io async_watcher;
-    tl_async *asyncs;
-    tl_async *async_cursor; /* next to visit during dispatch */
+    tl::detail::OrderedList<tl_async> asyncs; /* in start order */
 
     /* Signals: one signalfd for every watched signal. */
     int signal_fd;
@@ -202,7 +283,12 @@ struct tl_loop {
     bool slack_applied;
     pthread_t slack_thread;
 
-    tl_loop_stats stats;
+    /* Hooks, one start-ordered list per tl_hook_kind. */
+    tl::detail::OrderedList<tl_hook> hooks[tl::detail::kHookKinds];
+    uint64_t hook_seq;   /* bumped per tl_hook_start               */
+    uint64_t idle_hooks; /* active IDLE hooks: the wait must not block */
+
+    tl_loop_stats stats; /* counters; the *_active fields are kept live */
     tl::detail::ReadyEvent events[tl::detail::kMaxEvents];
 };
 
@@ -212,8 +298,12 @@ uint64_t io_dispatch(tl_loop *loop, int n) noexcept;
 /* Starts an internal watcher (does not keep the loop alive). */
 int io_start_internal(tl_loop *loop, tl_io *w, int fd, tl_io_cb cb) noexcept;
 void io_stop_internal(tl_loop *loop, tl_io *w) noexcept;
-/* Runs every due timer; returns how many callbacks ran. */
+/* Pops up to max_timers_per_iteration due timers into the ready list, then
+ * runs their callbacks; returns how many ran. The ready list is empty again
+ * when it returns. */
 uint64_t timers_dispatch(tl_loop *loop) noexcept;
+/* Timers active in the loop: inside the backend plus queued. */
+uint64_t timers_active(const tl_loop *loop) noexcept;
 /* Releases what async.cc and signal.cc hold (the loop has no active handle). */
 void async_close(tl_loop *loop) noexcept;
 void signal_close(tl_loop *loop) noexcept;
@@ -221,14 +311,63 @@ void io_close(tl_loop *loop) noexcept;
 /* The registration fd's tag names, or null if it names none any more
    (stopped, or stopped and replaced on a reused fd number). */
 IoSlot *io_current(tl_loop *loop, uint64_t tag) noexcept;
-/* After loop->io->reopen(): adds every registration again. Returns 0, or the
-   first error; a watcher whose fd was closed without tl_io_stop cannot be
+/* After io->reopen(), or to a fresh backend (tl_loop_fork): adds every
+   registration to io, tags unchanged. Returns 0 or the first error other
+   than -EBADF; a watcher whose fd was closed without tl_io_stop cannot be
    added again: it stays active and gets no more events, as a closed fd gets
    none from epoll. */
-int io_readd_all(tl_loop *loop) noexcept;
+int io_readd_all(tl_loop *loop, IoBackend *io) noexcept;
 /* An error the loop hid from the caller (an internal completion failed):
    counted in the stats, and fatal in debug builds, where it is a bug. */
 void io_internal_error(tl_loop *loop, const char *what, int err) noexcept;
+/* Runs the active hooks of one kind in start order (hook.cc). */
+void hooks_run(tl_loop *loop, tl_hook_kind kind) noexcept;
+/* tl_loop_fork's steps for the loop's own descriptors: each creates a new
+   kernel object, swaps it into the fd table (the new I/O backend then sees it
+   among the registrations) and closes the inherited one. */
+int async_fork(tl_loop *loop) noexcept;
+int signal_fork(tl_loop *loop) noexcept;
+/* Registry slot for an open fd (grows the registry); used by the fork steps,
+   which swap their new descriptor into the slot of the old one. */
+int io_reserve_fd(tl_loop *loop, int fd) noexcept;
+
+/* Every activation and deactivation of a handle goes through these, so that
+   tl_loop_alive (a referenced handle active) is one comparison. */
+inline void handle_activated(tl_loop *loop, bool unref) noexcept {
+    ++loop->active_handles;
+    loop->unref_active += unref;
+}
+inline void handle_deactivated(tl_loop *loop, bool unref) noexcept {
+    --loop->active_handles;
+    loop->unref_active -= unref;
+}
+/* An active handle's reference changed from `was_unref` to `unref`. */
+inline void handle_ref_changed(tl_loop *loop, bool was_unref, bool unref) noexcept {
+    if (was_unref != unref) loop->unref_active += unref ? 1 : (uint64_t)-1;
+}
+
+/* Debug builds walk the loop's own state (the ready list and its flags, the
+ * fd table against its watchers, the async and signal lists) and the timer
+ * backend's structure (its check() walker) after every timer operation and
+ * every callback, and abort with the first broken invariant and the call that
+ * broke it (libev's EV_FREQUENT_CHECK). The backend walk is O(timers), so
+ * above kVerifyEveryOpUpTo timers + fds it runs once per `count` operations
+ * instead (one node visited per operation, amortised): still every operation
+ * in the tests' small cases, and the million-timer tests stay within their
+ * time limits under ASan. Release builds (NDEBUG) compile all of it away. */
+#ifndef NDEBUG
+inline constexpr uint64_t kVerifyEveryOpUpTo = 512;
+void loop_verify(tl_loop *loop, const char *where) noexcept;
+/* A timer pop_expired just returned: never early by the backend's own rule
+   (exactly at its deadline with TL_TIMER_CAP_EXACT, else by tick), in
+   (deadline, insertion) order after the previous pop for EXACT backends. */
+void check_popped(tl_loop *loop, const tl_timer *t, uint64_t now, bool first) noexcept;
+#define TL_DEBUG_VERIFY(loop, where) ::tl::detail::loop_verify(loop, where)
+#define TL_DEBUG_CHECK_POPPED(loop, t, now, first) ::tl::detail::check_popped(loop, t, now, first)
+#else
+#define TL_DEBUG_VERIFY(loop, where) ((void)0)
+#define TL_DEBUG_CHECK_POPPED(loop, t, now, first) ((void)0)
+#endif
 
 /* A loop belongs to one thread. Debug builds catch a call from another thread
  * while the loop runs (undefined behaviour otherwise) and abort with a message

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Signal watchers through one signalfd per loop.
  *
@@ -25,7 +26,19 @@ using namespace tl::detail;
 
 namespace {
 
-constexpr uint32_t kSignalMagic = 0x7a5c1e02u;
+/* State lives in `magic` as for asyncs (async.cc's comment): a marker and
+ * HANDLE_* bits; HANDLE_INIT makes the ACTIVE bit trusted without a list walk. */
+constexpr uint32_t kSignalMarker = 0x7a5c2e00u;
+
+bool is_marked(uint32_t magic) noexcept {
+    return (magic & ~HANDLE_STATE_MASK) == kSignalMarker;
+}
+
+bool is_active(const tl_loop *loop, const tl_signal *s) noexcept {
+    if (!is_marked(s->magic) || !(s->magic & HANDLE_ACTIVE)) return false;
+    if (s->magic & HANDLE_INIT) return true;
+    return s->loop != loop || list_contains(loop->signals, s);
+}
 
 /* Per thread, because the signal mask is (pthread_sigmask). */
 struct ThreadSignals {
@@ -92,15 +105,54 @@ void signal_close(tl_loop *loop) noexcept {
     loop->signal_fd = -1;
 }
 
+int signal_fork(tl_loop *loop) noexcept {
+    if (loop->signal_fd < 0) return 0;
+    /* epoll and io_uring polls on a signalfd are tied to the process that
+       created it, and the child reads only its own signals anyway: a new
+       signalfd over the same mask, swapped into the watcher and fd table. */
+    int fd = signalfd(-1, &loop->signal_mask, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (fd < 0) return -errno;
+    int r = io_reserve_fd(loop, fd);
+    if (r < 0) {
+        close(fd);
+        return r;
+    }
+    loop->io_slots[loop->signal_fd] = IoSlot{};
+    close(loop->signal_fd);
+    loop->signal_fd = fd;
+    loop->signal_watcher.fd = fd;
+    loop->io_slots[fd] = IoSlot{&loop->signal_watcher, 0, 0};
+    return 0;
+}
+
 } // namespace tl::detail
 
 extern "C" {
 
+TL_API void tl_signal_init(tl_signal *s) {
+    if (!s) return;
+    *s = tl_signal{};
+    s->magic = kSignalMarker | HANDLE_INIT;
+}
+
+TL_API int tl_signal_set_ref(tl_loop *loop, tl_signal *s, int ref) {
+    if (!loop || !s) return -EINVAL;
+    TL_CHECK_LOOP_THREAD(loop);
+    bool active = is_active(loop, s);
+    if (active && s->loop != loop) return -EINVAL;
+    uint32_t state = is_marked(s->magic) ? s->magic & HANDLE_STATE_MASK : HANDLE_INIT;
+    if (!active) state &= ~HANDLE_ACTIVE;
+    uint32_t next = ref ? state & ~HANDLE_UNREF : state | HANDLE_UNREF;
+    s->magic = kSignalMarker | next;
+    if (active) handle_ref_changed(loop, state & HANDLE_UNREF, next & HANDLE_UNREF);
+    return 0;
+}
+
 TL_API int tl_signal_start(tl_loop *loop, tl_signal *s, int signo, tl_signal_cb cb, void *data) {
     if (!loop || !s || !cb || !valid_signo(signo)) return -EINVAL;
     TL_CHECK_LOOP_THREAD(loop);
-    if (s->magic == kSignalMagic && (s->loop != loop || list_contains(loop->signals, s)))
-        return -EBUSY;
+    if (is_active(loop, s)) return -EBUSY;
+    uint32_t keep = is_marked(s->magic) ? s->magic & (HANDLE_INIT | HANDLE_UNREF) : 0;
 
     if (loop->signal_watchers[signo] == 0) {
         sigset_t mask = loop->signal_mask;
@@ -125,21 +177,24 @@ TL_API int tl_signal_start(tl_loop *loop, tl_signal *s, int signo, tl_signal_cb 
     s->data = data;
     s->loop = loop;
     list_push(loop->signals, s);
-    s->magic = kSignalMagic;
-    ++loop->active_handles;
+    s->magic = kSignalMarker | keep | HANDLE_ACTIVE;
+    ++loop->stats.signals_active;
+    handle_activated(loop, keep & HANDLE_UNREF);
     return 0;
 }
 
 TL_API int tl_signal_stop(tl_loop *loop, tl_signal *s) {
     if (!loop || !s) return -EINVAL;
     TL_CHECK_LOOP_THREAD(loop);
-    if (s->magic != kSignalMagic) return 0;
+    if (!is_marked(s->magic) || !(s->magic & HANDLE_ACTIVE)) return 0;
     if (s->loop != loop) return -EINVAL;
-    if (!list_contains(loop->signals, s)) return 0; /* stale magic in reused memory */
+    if (!is_active(loop, s)) return 0; /* stale marker in reused memory */
     list_unlink(loop->signals, loop->signal_cursor, s);
-    s->magic = 0;
+    uint32_t state = s->magic & (HANDLE_INIT | HANDLE_UNREF);
+    s->magic = kSignalMarker | state;
     s->loop = nullptr;
-    --loop->active_handles;
+    --loop->stats.signals_active;
+    handle_deactivated(loop, state & HANDLE_UNREF);
 
     int signo = s->signo;
     if (--loop->signal_watchers[signo] == 0) {

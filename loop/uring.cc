@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The io_uring I/O backend (liburing): readiness through poll requests, waits
  * with a nanosecond timeout passed to io_uring_enter (EXT_ARG), no timeout
@@ -53,9 +54,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <new>
 #include <poll.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -87,12 +88,37 @@ public:
     explicit UringBackend(tl_loop *loop) noexcept : loop_(loop) {}
     ~UringBackend() override {
         if (ring_ready_) io_uring_queue_exit(&ring_);
+        if (evfd_ >= 0) close(evfd_);
         if (probe_fd_ >= 0) close(probe_fd_);
         std::free(queue_);
         std::free(cancels_);
     }
 
     const char *name() const noexcept override { return "io_uring"; }
+
+    /* For a host loop (tl_loop_fd): an eventfd the kernel signals for every
+       CQE it posts, and, with DEFER_TASKRUN, for completion work queued for
+       this task (which only an enter turns into CQEs: the ring fd's own
+       POLLIN would not show it). wait() drains it before it enters the
+       kernel, so a signal that arrives later is never lost. */
+    int poll_fd() noexcept override {
+        if (evfd_ >= 0) return evfd_;
+        int r = enable();
+        if (r < 0) return r;
+        int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (fd < 0) return -errno;
+        r = io_uring_register_eventfd(&ring_, fd);
+        if (r < 0) {
+            close(fd);
+            return r;
+        }
+        evfd_ = fd;
+        return fd;
+    }
+
+    bool has_unsubmitted() const noexcept override {
+        return queue_count_ > 0 || cancel_count_ > 0 || io_uring_sq_ready(&ring_) > 0;
+    }
 
     int init(unsigned flags) noexcept {
         if (probe_fd_ < 0) {
@@ -156,12 +182,22 @@ public:
         ring_ready_ = false;
         queue_count_ = 0;
         cancel_count_ = 0;
-        return init(flags_);
+        int r = init(flags_);
+        if (r < 0 || evfd_ < 0) return r;
+        /* tl_loop_fd's eventfd stays the same descriptor for the host. */
+        r = enable();
+        if (r == 0) r = io_uring_register_eventfd(&ring_, evfd_);
+        return r;
     }
 
     int wait(uint64_t timeout_ns, ReadyEvent *out, int cap) noexcept override {
         int r = enable();
         if (r < 0) return r;
+        if (evfd_ >= 0) {
+            uint64_t count;
+            while (read(evfd_, &count, sizeof count) < 0 && errno == EINTR) {
+            }
+        }
         rearm_pending();
         if (timeout_ns == 0) {
             /* NOWAIT: never block, and enter the kernel only to submit or
@@ -373,6 +409,7 @@ private:
     unsigned flags_ = 0;
     bool ring_ready_ = false;
     bool disabled_ = false;
+    int evfd_ = -1;        /* tl_loop_fd's eventfd, -1 until asked for */
     int probe_fd_ = -1;    /* an empty epoll set: asks the kernel what it can poll */
     int *queue_ = nullptr; /* fds to arm or update at the next wait */
     size_t queue_count_ = 0, queue_cap_ = 0;
@@ -383,7 +420,7 @@ private:
 } // namespace
 
 int uring_backend_create(tl_loop *loop, IoBackend **out) noexcept {
-    auto *backend = new (std::nothrow) UringBackend(loop);
+    auto *backend = new UringBackend(loop);
     if (!backend) return -ENOMEM;
     /* Newest flags first; each older kernel refuses the ones it lacks. */
     /* TASKRUN_FLAG makes the kernel raise IORING_SQ_TASKRUN when completions

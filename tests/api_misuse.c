@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Misuse of the C API: NULL pointers, bad names, bad options, inactive or
  * never-started handles, out-of-range values. Each call must return its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // The C++ wrapper (tickloop.hpp): RAII, chrono, callables stored without
 // allocation when small, errors as std::system_error.
 #include <atomic>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Smoke tests of the runnable examples (examples/): each is run as a user
  * would run it, as a child process, and driven over loopback TCP.

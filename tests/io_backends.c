@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * I/O backend selection and the cases where epoll and io_uring differ inside:
  * io_uring refused by seccomp (AUTO falls back to epoll, explicit io_uring

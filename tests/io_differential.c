@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The differential test of the I/O backends: every scenario runs once on
  * epoll and once on io_uring, in fresh descriptors each time, and both must

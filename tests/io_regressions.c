@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Regressions of the I/O layer, one test per bug, each named after what
  * broke. Every one runs on both I/O backends (meson registers this suite once
@@ -597,15 +598,16 @@ static size_t one_count(void *self) {
     (void)self;
     return one_slot ? 1 : 0;
 }
-static const tl_timer_backend one_backend = {"io-regressions-one-slot",
-                                             one_create,
-                                             one_destroy,
-                                             one_insert,
-                                             one_remove,
-                                             NULL,
-                                             one_next,
-                                             one_pop,
-                                             one_count};
+static const tl_timer_backend one_backend = {
+    .name = "io-regressions-one-slot",
+    .create = one_create,
+    .destroy = one_destroy,
+    .insert = one_insert,
+    .remove = one_remove,
+    .next_expiry = one_next,
+    .pop_expired = one_pop,
+    .count = one_count,
+};
 
 static int repeat_calls;
 static void on_repeat(tl_loop *loop, tl_timer *t) {

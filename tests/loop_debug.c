@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Debug-build checks: a call on a running loop from a thread other than the
  * one running it is undefined behaviour, caught by an assertion that names

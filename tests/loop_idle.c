@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A loop holding 1e6 idle timers that do not come due during the test must
  * not wake for them: with next_expiry reporting the earliest real deadline

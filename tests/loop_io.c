@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * I/O watchers, async wakeups and signal watchers through the loop, and a
  * signal handler interrupting the loop's wait. The I/O backend is the one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Randomized comparison of every registered timer backend against a simple
  * reference model (wahern/timeout's check_randomized): thousands of live

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The timing wheels ("wheel", "hwheel") driven through their vtables with
  * explicit now values, on the edges that only a wheel has: slot and level

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The timer-backend registry: the built-in backends plus any the program
  * registers, looked up by name when a loop is created.
@@ -10,9 +11,10 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
-#include <mutex>
+#include <pthread.h>
 
 #include "timers.h"
+#include "wheel_core.h"
 
 namespace tl::detail {
 namespace {
@@ -36,9 +38,20 @@ constexpr size_t kMaxCustom = 32;
 /* Names are short identifiers ("hwheel"); the bound keeps them printable in logs. */
 constexpr size_t kMaxNameLength = 63;
 
-std::mutex registry_mutex;
+/* pthread rather than std::mutex: std::mutex::lock throws through
+   std::__throw_system_error, which would make the library need libstdc++. */
+pthread_mutex_t registry_mutex = PTHREAD_MUTEX_INITIALIZER;
 const tl_timer_backend *custom[kMaxCustom];
 size_t custom_count;
+
+/* Holds registry_mutex for the enclosing scope. */
+class RegistryLock {
+public:
+    RegistryLock() noexcept { pthread_mutex_lock(&registry_mutex); }
+    ~RegistryLock() { pthread_mutex_unlock(&registry_mutex); }
+    RegistryLock(const RegistryLock &) = delete;
+    RegistryLock &operator=(const RegistryLock &) = delete;
+};
 
 const tl_timer_backend *find_locked(const char *name) {
     for (const Builtin &b : builtins)
@@ -49,6 +62,11 @@ const tl_timer_backend *find_locked(const char *name) {
 }
 
 } // namespace
+
+tl_timer_config timer_config(uint64_t tick_ns, uint32_t wheel_slots) noexcept {
+    return tl_timer_config{tick_ns ? tick_ns : kDefaultTickNs,
+                           wheel_slots ? wheel_slots : kDefaultWheelSlots};
+}
 
 const char *check_failed(const char *fmt, ...) {
     static thread_local char message[256];
@@ -69,9 +87,11 @@ TL_API int tl_timer_backend_register(const tl_timer_backend *b) {
     if (!b || !b->name || !b->create || !b->destroy || !b->insert || !b->remove ||
         !b->next_expiry || !b->pop_expired || !b->count)
         return -EINVAL;
+    /* A bit this library does not know promises something it cannot check. */
+    if (b->caps & ~uint32_t(TL_TIMER_CAP_EXACT)) return -EINVAL;
     size_t len = std::strlen(b->name);
     if (len == 0 || len > kMaxNameLength) return -EINVAL;
-    std::lock_guard<std::mutex> lock(registry_mutex);
+    RegistryLock lock;
     if (find_locked(b->name)) return -EEXIST;
     if (custom_count == kMaxCustom) return -ENOSPC;
     custom[custom_count++] = b;
@@ -80,12 +100,12 @@ TL_API int tl_timer_backend_register(const tl_timer_backend *b) {
 
 TL_API const tl_timer_backend *tl_timer_backend_find(const char *name) {
     if (!name) return nullptr;
-    std::lock_guard<std::mutex> lock(registry_mutex);
+    RegistryLock lock;
     return find_locked(name);
 }
 
 TL_API size_t tl_timer_backend_names(const char **names, size_t cap) {
-    std::lock_guard<std::mutex> lock(registry_mutex);
+    RegistryLock lock;
     size_t total = kBuiltins + custom_count;
     if (!names) return total;
     for (size_t i = 0; i < total && i < cap; ++i)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The wheels' slot lists: circular doubly-linked lists threaded through
  * tl_timer::link (link[0] = next, link[1] = prev; link[2] is the wheel's own),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Internal to the timer backends and the loop: node helpers shared by the
  * built-in backends, their vtables and their invariant walkers.
@@ -11,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "tickloop/timer_backend.h"
 
@@ -30,6 +32,17 @@ const char *tl_detail_timers_check(const tl_timer_backend *b, void *self);
 
 namespace tl::detail {
 
+/* Base of every object the library creates with new: new and delete go to
+ * malloc and free, and new yields nullptr when malloc fails (a noexcept
+ * allocation function makes the new-expression check for it). The global
+ * operator new/delete live in libstdc++; these do not, so C programs link the
+ * library with cc alone. Objects are created with plain `new T(...)`, never
+ * `new (std::nothrow)`, and arrays with calloc. */
+struct MallocNew {
+    static void *operator new(size_t size) noexcept { return malloc(size); }
+    static void operator delete(void *p) noexcept { free(p); }
+};
+
 /* a + b, saturating at UINT64_MAX ("never") instead of wrapping. */
 constexpr uint64_t sat_add(uint64_t a, uint64_t b) noexcept {
     uint64_t r = a + b;
@@ -48,23 +61,9 @@ const char *heap4_check(void *self);
 const char *wheel_check(void *self);
 const char *hwheel_check(void *self);
 
-/* Puts a timer that pop_expired just returned back where it was, before any
- * other insert. The built-in heaps keep its insertion rank (a tie with a
- * timer started after it still goes its way); the others insert it. Returns
- * 0 or insert's error. */
-void heap2_put_back(void *self, tl_timer *t);
-void heap4_put_back(void *self, tl_timer *t);
-inline int put_back(const tl_timer_backend *b, void *self, tl_timer *t) noexcept {
-    if (b == &heap4_backend) {
-        heap4_put_back(self, t);
-        return 0;
-    }
-    if (b == &heap2_backend) {
-        heap2_put_back(self, t);
-        return 0;
-    }
-    return b->insert(self, t);
-}
+/* The configuration a loop passes to create(): zeros in the loop options
+ * mean the wheels' defaults (wheel_core.h says why those). */
+tl_timer_config timer_config(uint64_t tick_ns, uint32_t wheel_slots) noexcept;
 
 /* Formats an invariant failure into a thread-local buffer (printf style). */
 const char *check_failed(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * wheel: a single-level hashed timing wheel (the idea of Netty's
  * HashedWheelTimer), driven only by the now values it is given.
@@ -58,8 +59,9 @@
  * tick and in floor(deadline / tick_ns).
  */
 #include <cerrno>
-#include <new>
+#include <cstdlib>
 
+#include "backend_glue.h"
 #include "slot_list.h"
 #include "timers.h"
 
@@ -80,7 +82,7 @@ constexpr uintptr_t kDue = UINTPTR_MAX;
 constexpr uintptr_t kLazy = uintptr_t(1) << 30;
 static_assert(kMaxSlots <= kLazy, "slot numbers stay below the lazy mark");
 
-class Wheel {
+class Wheel : public MallocNew {
     static constexpr size_t kNone = SIZE_MAX;
 
     tl_timer **slots_ = nullptr;
@@ -292,25 +294,34 @@ class Wheel {
     }
 
 public:
-    Wheel(uint64_t tick, uint64_t slots, uint64_t now) noexcept
-        : tick_(tick), mask_(slots - 1), words_(slots >= 64 ? size_t(slots / 64) : 1),
-          max_tick_(UINT64_MAX / tick + (UINT64_MAX % tick != 0)), cur_(now / tick),
-          max_time_tick_(UINT64_MAX / tick), max_first_tick_((UINT64_MAX - 1) / tick) {}
+    /* Tick order only: a timer fires within the tick after its deadline. */
+    static constexpr uint32_t kCaps = 0;
+
+    static bool accepts(const tl_timer_config &cfg) noexcept {
+        uint64_t slots = cfg.wheel_slots;
+        return cfg.tick_ns != 0 && slots != 0 && (slots & (slots - 1)) == 0 && slots <= kMaxSlots;
+    }
+
+    Wheel(const tl_timer_config &cfg, uint64_t now) noexcept
+        : tick_(cfg.tick_ns), mask_(cfg.wheel_slots - 1),
+          words_(cfg.wheel_slots >= 64 ? size_t(cfg.wheel_slots / 64) : 1),
+          max_tick_(UINT64_MAX / tick_ + (UINT64_MAX % tick_ != 0)), cur_(now / tick_),
+          max_time_tick_(UINT64_MAX / tick_), max_first_tick_((UINT64_MAX - 1) / tick_) {}
     Wheel(const Wheel &) = delete;
     Wheel &operator=(const Wheel &) = delete;
     ~Wheel() {
-        delete[] slots_;
-        delete[] slot_min_;
-        delete[] occupied_;
-        delete[] active_;
+        std::free(slots_);
+        std::free(slot_min_);
+        std::free(occupied_);
+        std::free(active_);
     }
 
     /* The only allocation: the slot arrays and bitmaps, once. */
     bool allocate() noexcept {
-        slots_ = new (std::nothrow) tl_timer *[mask_ + 1]();
-        slot_min_ = new (std::nothrow) uint64_t[mask_ + 1]();
-        occupied_ = new (std::nothrow) uint64_t[words_]();
-        active_ = new (std::nothrow) uint64_t[words_]();
+        slots_ = static_cast<tl_timer **>(std::calloc(mask_ + 1, sizeof(tl_timer *)));
+        slot_min_ = static_cast<uint64_t *>(std::calloc(mask_ + 1, sizeof(uint64_t)));
+        occupied_ = static_cast<uint64_t *>(std::calloc(words_, sizeof(uint64_t)));
+        active_ = static_cast<uint64_t *>(std::calloc(words_, sizeof(uint64_t)));
         return slots_ && slot_min_ && occupied_ && active_;
     }
 
@@ -499,47 +510,12 @@ public:
     }
 };
 
-/* The vtable glue. */
-void *create(const tl_timer_config *cfg, uint64_t now) noexcept {
-    if (!cfg || cfg->tick_ns == 0) return nullptr;
-    uint64_t slots = cfg->wheel_slots;
-    if (slots == 0 || (slots & (slots - 1)) != 0 || slots > kMaxSlots) return nullptr;
-    Wheel *w = new (std::nothrow) Wheel(cfg->tick_ns, slots, now);
-    if (w && !w->allocate()) {
-        delete w;
-        w = nullptr;
-    }
-    return w;
-}
-void destroy(void *self) noexcept {
-    delete static_cast<Wheel *>(self);
-}
-int insert(void *self, tl_timer *t) noexcept {
-    return static_cast<Wheel *>(self)->insert(t);
-}
-void remove(void *self, tl_timer *t) noexcept {
-    static_cast<Wheel *>(self)->remove(t);
-}
-void reschedule(void *self, tl_timer *t, uint64_t deadline) noexcept {
-    static_cast<Wheel *>(self)->reschedule(t, deadline);
-}
-uint64_t next_expiry(void *self) noexcept {
-    return static_cast<Wheel *>(self)->next_expiry();
-}
-tl_timer *pop_expired(void *self, uint64_t now) noexcept {
-    return static_cast<Wheel *>(self)->pop_expired(now);
-}
-size_t count(void *self) noexcept {
-    return static_cast<Wheel *>(self)->count();
-}
-
 } // namespace
 
-const tl_timer_backend wheel_backend = {"wheel",    create,      destroy,     insert, remove,
-                                        reschedule, next_expiry, pop_expired, count};
+const tl_timer_backend wheel_backend = make_backend<Wheel>("wheel");
 
 const char *wheel_check(void *self) {
-    return static_cast<Wheel *>(self)->check();
+    return backend_check<Wheel>(self);
 }
 
 } // namespace tl::detail

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * main.c: a program outside the tickloop tree, built against it as a Meson
  * subproject (see meson.build and build.sh next to this file).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tickloop: a Linux event loop with pluggable timers, C API.
  *
@@ -218,10 +219,22 @@ struct tl_async {
     uint32_t magic;
 };
 
-/* Starts a (which need not be initialised; it must not be active). The loop
- * calls cb once per iteration after one or more tl_async_send(). An active
- * async keeps the loop running. Returns 0, -EINVAL (NULL arguments), -EBUSY (a
- * already active), or the kernel's errno creating the eventfd. Loop thread. */
+/* Prepares a (inactive, referenced). Recommended before the first
+ * tl_async_start: a start of an initialised async that is already active is
+ * then refused with -EBUSY in O(1), and no field of a is read before it was
+ * written. Must not be called on an active async (it would forget that it is
+ * active). NULL is ignored. Any thread (a not shared yet). */
+TL_API void tl_async_init(tl_async *a);
+
+/* Starts a (initialised with tl_async_init, or not: an uninitialised async
+ * keeps working, at the price of a walk over the loop's asyncs to tell an
+ * active handle from stale memory). The loop calls cb once per iteration
+ * after one or more tl_async_send(). When several asyncs have sends pending,
+ * their callbacks run in the order the asyncs were started (a restart counts
+ * as a new start). An active async keeps the loop running unless unreferenced
+ * (tl_async_set_ref). Returns 0, -EINVAL (NULL arguments), -EBUSY (a already
+ * active, on this loop or another), or the kernel's errno creating the
+ * eventfd (-EMFILE, ...). Loop thread. */
 TL_API int tl_async_start(tl_loop *loop, tl_async *a, tl_async_cb cb, void *data);
 
 /* Wakes a's loop and makes it call a's callback; sends coalesce until the
@@ -250,18 +263,173 @@ struct tl_signal {
     uint32_t reserved;
 };
 
+/* Prepares s (inactive, referenced), as tl_async_init does for asyncs: a
+ * double start of an initialised watcher is an O(1) -EBUSY. Must not be
+ * called on an active watcher. NULL is ignored. Any thread. */
+TL_API void tl_signal_init(tl_signal *s);
+
 /* Delivers signo to cb through a signalfd. While a watcher for signo exists
  * the signal is blocked in the thread that started it (block it in every
  * thread of a multi-threaded program, or another thread may receive it).
- * Several watchers of one signal all run. s need not be initialised and must
- * not be active. Returns 0, -EINVAL (NULL arguments, signo out of range,
- * SIGKILL or SIGSTOP), -EBUSY (s already active), or the kernel's errno.
- * Loop thread. */
+ * Several watchers of one signal all run. s need not be initialised
+ * (tl_signal_init is recommended) and must not be active. Returns 0, -EINVAL (NULL arguments, signo
+ * out of range, SIGKILL or SIGSTOP), -EBUSY (s already active), or the kernel's errno. Loop thread.
+ */
 TL_API int tl_signal_start(tl_loop *loop, tl_signal *s, int signo, tl_signal_cb cb, void *data);
 
 /* Stops s; the last watcher of a signal restores its blocked state. Returns 0
  * (also when not active) or -EINVAL. Loop thread. */
 TL_API int tl_signal_stop(tl_loop *loop, tl_signal *s);
+
+/* ------------------------------------------------------------------------ */
+/* Loop hooks                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* One iteration of tl_loop_run, with the points where hooks run:
+ *
+ *   IDLE hooks -> PREPARE hooks -> wait for I/O (at most until the next
+ *   timer; not at all while an IDLE hook is active) -> read the clock ->
+ *   due timers -> I/O callbacks, asyncs, signals -> CHECK hooks
+ *
+ * PREPARE runs just before the loop may block (flush a batch of writes,
+ * compute something the wait depends on); CHECK just after the iteration's
+ * callbacks (deferred work that follows I/O); IDLE once per iteration while
+ * active, and an active IDLE hook makes the wait a non-blocking poll, so the
+ * loop spins through iterations for as long as it stays active (background
+ * work in small slices: stop the hook when the work is done). libuv's
+ * uv_prepare/uv_check/uv_idle, libev's ev_prepare/ev_check/ev_idle.
+ *
+ * Hooks of one kind run in the order they were started (a restart counts as
+ * a new start). A hook callback may start, stop or free any hook, itself
+ * included; a hook stopped before its turn does not run, and a hook started
+ * from a hook callback of its own kind runs from the next iteration on. */
+
+typedef struct tl_hook tl_hook;
+typedef void (*tl_hook_cb)(tl_loop *loop, tl_hook *h);
+typedef enum { TL_HOOK_PREPARE = 0, TL_HOOK_CHECK, TL_HOOK_IDLE } tl_hook_kind;
+
+struct tl_hook { /* 56 bytes                                               */
+    tl_hook_cb cb;
+    void *data; /* the caller's                                           */
+    /* private */
+    tl_loop *loop;
+    tl_hook *next, *prev;
+    uint64_t seq; /* the loop's start sequence: orders a kind's dispatch    */
+    uint32_t kind;
+    uint32_t flags;
+};
+
+/* Prepares h (inactive, referenced) to run cb at the point `kind` names.
+ * Must not be called on an active hook. NULL h is ignored; an unknown kind or
+ * a NULL cb makes tl_hook_start refuse h. Any thread (h not shared yet). */
+TL_API void tl_hook_init(tl_hook *h, tl_hook_kind kind, tl_hook_cb cb, void *data);
+
+/* Starts h: its callback then runs once per iteration at its point. An
+ * active hook keeps the loop running unless unreferenced (tl_hook_set_ref).
+ * Returns 0, -EINVAL (NULL arguments, h not initialised with a known kind and
+ * a callback), or -EBUSY (h already active, on this loop or another).
+ * Allocates nothing. Loop thread, callbacks included. */
+TL_API int tl_hook_start(tl_loop *loop, tl_hook *h);
+
+/* Stops h. Returns 0 (also when h is not active) or -EINVAL (NULL arguments,
+ * h active on another loop). After it returns the caller may free h, also
+ * from inside h's own callback. Loop thread, callbacks included. */
+TL_API int tl_hook_stop(tl_loop *loop, tl_hook *h);
+
+/* 1 if h is active, 0 if not or if h is NULL. */
+TL_API int tl_hook_active(const tl_hook *h);
+
+/* ------------------------------------------------------------------------ */
+/* References                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* tl_loop_run(TL_RUN_DEFAULT) runs while a *referenced* handle is active.
+ * Every handle starts referenced; tl_*_set_ref(loop, h, 0) makes h, whether
+ * active or not, stop keeping the loop running (libuv's uv_unref): a stats
+ * timer, a SIGTERM watcher or a listening socket that should not by itself
+ * hold the program. ref = 1 references it again. The setting is part of the
+ * handle: it is kept across stop and start, and reset only by the handle's
+ * init function. An unreferenced handle still runs its callbacks whenever the
+ * loop runs, and still makes tl_loop_free return -EBUSY while active.
+ *
+ * Each returns 0, or -EINVAL (NULL arguments, or the handle active on another
+ * loop). ref is read as a boolean. Loop thread, callbacks included. For an
+ * async or a signal watcher that was never initialised nor started, call
+ * tl_async_init / tl_signal_init first (set_ref keeps the state it finds). */
+TL_API int tl_timer_set_ref(tl_loop *loop, tl_timer *t, int ref);
+TL_API int tl_io_set_ref(tl_loop *loop, tl_io *w, int ref);
+TL_API int tl_async_set_ref(tl_loop *loop, tl_async *a, int ref);
+TL_API int tl_signal_set_ref(tl_loop *loop, tl_signal *s, int ref);
+TL_API int tl_hook_set_ref(tl_loop *loop, tl_hook *h, int ref);
+
+/* 1 if a referenced handle is active (tl_loop_run(TL_RUN_DEFAULT) would
+ * iterate), else 0; 0 for NULL (libuv's uv_loop_alive). Loop thread. */
+TL_API int tl_loop_alive(const tl_loop *loop);
+
+/* ------------------------------------------------------------------------ */
+/* Embedding in another event loop                                          */
+/* ------------------------------------------------------------------------ */
+
+/* To run tickloop inside another loop (GLib, Qt, a plain poll()), the host
+ * watches one descriptor and one timeout (libuv's uv_backend_fd and
+ * uv_backend_timeout):
+ *
+ *   for (;;) {
+ *       uint64_t ns = tl_loop_timeout(loop);           // UINT64_MAX: none
+ *       poll tl_loop_fd(loop) for POLLIN, at most ns (rounded *up* to the
+ *           host's resolution, or a timer is reached early and the next
+ *           round waits again);
+ *       tl_loop_run(loop, TL_RUN_NOWAIT);              // never blocks
+ *   }
+ *
+ * Calling tl_loop_run(TL_RUN_NOWAIT) when nothing is ready is harmless (an
+ * empty iteration), so the host may call it more often than needed. */
+
+/* A descriptor that is readable while the loop has I/O to process (an fd
+ * ready, an async sent, a signal pending). On the epoll backend it is the
+ * epoll descriptor; on io_uring it is an eventfd registered with the ring
+ * (io_uring_register_eventfd), created by the first call, that the kernel
+ * signals for every completion (the ring's own descriptor is not a reliable
+ * readiness source with deferred task work); the loop drains it in each
+ * iteration. The loop owns the descriptor: do not read, close or change its
+ * flags. It stays the same for the loop's life, except that tl_loop_fork
+ * replaces it in the child (ask again after a fork). Returns the descriptor,
+ * -EINVAL (NULL), or the kernel's errno creating or registering the eventfd
+ * (-EMFILE, ...). Loop thread. */
+TL_API int tl_loop_fd(const tl_loop *loop);
+
+/* How long, in ns from now (a fresh clock read), the host may wait on
+ * tl_loop_fd() before calling tl_loop_run(loop, TL_RUN_NOWAIT): 0 when the
+ * loop has work now (a due timer, an active IDLE hook, a stop requested,
+ * io_uring requests not yet handed to the kernel), the time to the next
+ * timer's deadline, or UINT64_MAX when only I/O can wake the loop (no
+ * timer). Also 0 for a NULL loop. Loop thread. */
+TL_API uint64_t tl_loop_timeout(const tl_loop *loop);
+
+/* ------------------------------------------------------------------------ */
+/* Fork                                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* Call in the child after fork() to go on using the loop it inherited (a
+ * pre-fork server: create the loop and its listening watchers, fork workers,
+ * each worker runs the loop). The child shares the parent's epoll set or
+ * ring, eventfd and signalfd until then, and a shared kernel object would
+ * mix up the two processes' events. tl_loop_fork creates new ones (epoll set
+ * or io_uring ring of the same kind, the async eventfd, the signalfd, the
+ * embedding descriptor on its next tl_loop_fd call) and registers every active
+ * I/O watcher again; active timers, asyncs (a send pending at the fork still
+ * runs in the child), signal watchers and hooks keep working. Handles stay
+ * where they are; nothing is run.
+ *
+ * Call it before any other use of the loop in the child, from the thread that
+ * forked (the child's only thread), never from inside a callback. Signals
+ * stay blocked as the forking thread had them. In the parent nothing changes
+ * and nothing needs calling (libev's ev_loop_fork, libuv's uv_loop_fork).
+ *
+ * Returns 0, -EINVAL (NULL), -EBUSY (called while the loop runs), or the
+ * kernel's errno from creating a new object (-EMFILE, -ENOMEM, ...): then
+ * the loop keeps the objects it had and may be retried or freed. */
+TL_API int tl_loop_fork(tl_loop *loop);
 
 /* ------------------------------------------------------------------------ */
 /* Introspection                                                            */
@@ -274,6 +442,16 @@ typedef struct tl_loop_stats {
     uint64_t timers_fired;  /* timer callbacks run                               */
     uint64_t timers_active; /* timers inside the backend now                     */
     uint64_t io_events;     /* I/O callbacks run                                 */
+    /* Active handles per kind, beside timers_active, so that a -EBUSY from
+       tl_loop_free can be explained (extensions, after the contract's
+       fields):                                                              */
+    uint64_t io_active;      /* user I/O watchers (the loop's own are not counted) */
+    uint64_t asyncs_active;  /* started asyncs                                 */
+    uint64_t signals_active; /* signal watchers                                */
+    uint64_t hooks_active;   /* PREPARE, CHECK and IDLE hooks                  */
+    uint64_t unref_active;   /* active handles of any kind that are unreferenced
+                                (tl_*_set_ref 0): they do not keep the loop
+                                running, but still make tl_loop_free -EBUSY    */
     /* Extensions (after the contract's fields):                                */
     uint64_t io_internal_errors;  /* requests the loop made of the kernel on its
                                      own (io_uring poll update/removal) that

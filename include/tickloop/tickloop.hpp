@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tickloop: header-only C++17 wrapper over the C API.
  *

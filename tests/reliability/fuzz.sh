@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Builds the libFuzzer targets of tests/reliability with clang
 # (-Dfuzz=enabled: -fsanitize=fuzzer,address,undefined, the library compiled
 # into each target) in its own build directory, then fuzzes each target for

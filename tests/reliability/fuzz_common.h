@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Shared by the fuzz harnesses (timers_fuzz.cc, loop_fuzz.cc): the byte
  * decoder that turns a fuzzer input into operations, and the check that

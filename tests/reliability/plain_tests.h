@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A stand-in for the part of Criterion that threads.c uses, for builds where
  * Criterion cannot run: under ThreadSanitizer, Criterion's worker arena

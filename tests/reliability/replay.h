@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Replay mode of a fuzz harness (the default build, any compiler): Criterion
  * tests that feed LLVMFuzzerTestOneInput every file of the target's committed

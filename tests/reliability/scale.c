@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Scale (issue #6 item 4): N live timers in one loop, for every registered
  * timer backend. A measurement, not a test (meson builds it on request:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Threads: tl_async_send from many threads at once (sends coalesce, and a
  * send is never lost: every send is followed by a callback that observes what

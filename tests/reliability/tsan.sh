@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # ThreadSanitizer build (its own build directory, -Db_sanitize=thread) and
 # the cross-thread tests under it, once per I/O backend: tests/reliability/
 # threads.c (many senders, a signal handler, a loop on another thread, one

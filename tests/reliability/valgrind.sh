@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Valgrind memcheck over a subset of the suite that finishes in a few minutes:
 # the API misuse and I/O suites, the fault and thread tests (the 1e6-timer
 # storm shrunk with TL_STORM_TIMERS) and both fuzz corpora replayed, which

@@ -1,0 +1,282 @@
+/*
+ * tl_loop_fork: a child goes on with the loop it inherited. The parent sets up
+ * timers, I/O watchers, asyncs, signal watchers and hooks, forks, and the
+ * child calls tl_loop_fork and checks that each keeps working; the parent's
+ * loop must be unaffected. Ports libuv's test-fork.c scenarios (fork_timer,
+ * fork_socketpair_started, fork_signal_to_child, plus asyncs), rewritten for
+ * this API. Run once per I/O backend (TICKLOOP_IO); timers once per timer
+ * backend too.
+ *
+ * The child never uses Criterion: it checks with CHILD_CHECK, which prints
+ * and _exits non-zero, and an alarm kills it if it hangs. The parent asserts
+ * on its exit status.
+ */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/wait.h>
+
+#include "backend_params.h"
+#include "loop_helpers.h"
+
+#define CHILD_CHECK(cond)                                                                          \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "child: %s:%d: %s\n", __FILE__, __LINE__, #cond);                      \
+            _exit(2);                                                                              \
+        }                                                                                          \
+    } while (0)
+
+/* Forks; in the child runs body(arg) under a 10 s alarm and exits 0 when it
+ * returns; in the parent returns the child's pid. */
+static pid_t fork_child(void (*body)(void *), void *arg) {
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        alarm(10);
+        body(arg);
+        _exit(0);
+    }
+    return pid;
+}
+
+static void expect_child_ok(pid_t pid) {
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status), "child killed by signal %d", WTERMSIG(status));
+    cr_assert_eq(WEXITSTATUS(status), 0, "child failed (its stderr says where)");
+}
+
+Test(fork, refuses_bad_calls) {
+    tl_loop *loop = new_loop();
+    cr_assert_eq(tl_loop_fork(NULL), -EINVAL);
+    /* In the same process it is harmless: new kernel objects, same handles. */
+    cr_assert_eq(tl_loop_fork(loop), 0);
+    free_loop(loop);
+}
+
+static void fork_from_callback(tl_loop *loop, tl_timer *t) {
+    *(int *)t->data = tl_loop_fork(loop);
+}
+
+Test(fork, refused_from_inside_a_callback) {
+    tl_loop *loop = new_loop();
+    int r = 1;
+    tl_timer t;
+    tl_timer_init(&t, fork_from_callback, &r);
+    cr_assert_eq(tl_timer_start(loop, &t, 0, 0), 0);
+    cr_assert_eq(tl_loop_run(loop, TL_RUN_DEFAULT), 0);
+    cr_assert_eq(r, -EBUSY);
+    free_loop(loop);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Timers (libuv fork_timer)                                                */
+/* ------------------------------------------------------------------------ */
+
+struct timer_case {
+    tl_loop *loop;
+    tl_timer once, tick;
+    uint64_t once_deadline;
+    int once_fired, ticks;
+};
+
+static void tc_once(tl_loop *loop, tl_timer *t) {
+    struct timer_case *c = t->data;
+    if (tl_now(loop) < c->once_deadline) {
+        fprintf(stderr, "timer early\n");
+        _exit(3);
+    }
+    c->once_fired++;
+}
+
+static void tc_tick(tl_loop *loop, tl_timer *t) {
+    struct timer_case *c = t->data;
+    if (++c->ticks == 3) tl_timer_stop(loop, t);
+}
+
+static void timer_child(void *arg) {
+    struct timer_case *c = arg;
+    CHILD_CHECK(tl_loop_fork(c->loop) == 0);
+    CHILD_CHECK(tl_loop_run(c->loop, TL_RUN_DEFAULT) == 0);
+    CHILD_CHECK(c->once_fired == 1);
+    CHILD_CHECK(c->ticks == 3);
+    CHILD_CHECK(tl_loop_free(c->loop) == 0);
+}
+
+BACKEND_TEST(fork, active_timers_fire_in_child_and_parent) {
+    struct timer_case c = {0};
+    c.loop = new_loop_with(p->name);
+    tl_timer_init(&c.once, tc_once, &c);
+    tl_timer_init(&c.tick, tc_tick, &c);
+    cr_assert_eq(tl_timer_start(c.loop, &c.once, 40 * MS, 0), 0);
+    c.once_deadline = c.once.deadline;
+    cr_assert_eq(tl_timer_start(c.loop, &c.tick, 5 * MS, 5 * MS), 0);
+    pid_t pid = fork_child(timer_child, &c);
+    cr_assert_eq(tl_loop_run(c.loop, TL_RUN_DEFAULT), 0);
+    cr_assert_eq(c.once_fired, 1, "%s", p->name);
+    cr_assert_eq(c.ticks, 3, "%s", p->name);
+    expect_child_ok(pid);
+    free_loop(c.loop);
+}
+
+/* ------------------------------------------------------------------------ */
+/* I/O (libuv fork_socketpair_started)                                      */
+/* ------------------------------------------------------------------------ */
+
+struct io_case {
+    tl_loop *loop;
+    tl_io w;
+    int fds[2];
+    int reads;
+};
+
+static void ic_read(tl_loop *loop, tl_io *w, unsigned revents) {
+    struct io_case *c = w->data;
+    (void)revents;
+    char buf[8];
+    if (read(w->fd, buf, sizeof buf) > 0 && ++c->reads == 2) tl_io_stop(loop, w);
+}
+
+static void ic_writer_timer(tl_loop *loop, tl_timer *t) {
+    (void)loop;
+    struct io_case *c = t->data;
+    if (write(c->fds[1], "y", 1) != 1) _exit(4);
+}
+
+static void io_child(void *arg) {
+    struct io_case *c = arg;
+    CHILD_CHECK(tl_loop_fork(c->loop) == 0);
+    /* One byte written before the fork is there already; a timer writes the
+       second one, after the loop blocked in its new poller. */
+    tl_timer t;
+    tl_timer_init(&t, ic_writer_timer, c);
+    CHILD_CHECK(tl_timer_start(c->loop, &t, 20 * MS, 0) == 0);
+    CHILD_CHECK(tl_loop_run(c->loop, TL_RUN_DEFAULT) == 0);
+    CHILD_CHECK(c->reads == 2);
+    /* The embedding descriptor is the child's own too. */
+    CHILD_CHECK(tl_loop_fd(c->loop) >= 0);
+    CHILD_CHECK(tl_loop_free(c->loop) == 0);
+}
+
+Test(fork, started_io_watcher_works_in_child_and_parent) {
+    struct io_case c = {0};
+    c.loop = new_loop();
+    /* The embedding descriptor exists before the fork: the child gets its own. */
+    cr_assert_geq(tl_loop_fd(c.loop), 0);
+    make_pair(c.fds);
+    tl_io_init(&c.w, c.fds[0], ic_read, &c);
+    cr_assert_eq(tl_io_start(c.loop, &c.w, TL_READ), 0);
+    cr_assert_eq(tl_loop_run(c.loop, TL_RUN_NOWAIT), 1); /* registered in the kernel */
+    put(c.fds[1]);
+    pid_t pid = fork_child(io_child, &c);
+    /* The parent waits for the child before reading: the socket is shared. */
+    expect_child_ok(pid);
+    cr_assert_eq(c.reads, 0);
+    put(c.fds[1]);
+    put(c.fds[1]);
+    tl_timer fs;
+    int fired;
+    start_failsafe(c.loop, &fs, &fired, 5000);
+    while (c.reads < 1 && !fired) tl_loop_run(c.loop, TL_RUN_ONCE);
+    cr_assert_eq(fired, 0, "the parent's watcher went deaf after the child's tl_loop_fork");
+    tl_timer_stop(c.loop, &fs);
+    tl_io_stop(c.loop, &c.w);
+    close(c.fds[0]);
+    close(c.fds[1]);
+    free_loop(c.loop);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Asyncs and signals (libuv fork_signal_to_child)                          */
+/* ------------------------------------------------------------------------ */
+
+struct as_case {
+    tl_loop *loop;
+    tl_async pending, fresh;
+    tl_signal sig;
+    tl_hook check;
+    int pending_ran, fresh_ran, signals, checks;
+};
+
+static void ac_pending(tl_loop *loop, tl_async *a) {
+    struct as_case *c = a->data;
+    c->pending_ran++;
+    tl_async_stop(loop, a);
+}
+
+static void ac_fresh(tl_loop *loop, tl_async *a) {
+    struct as_case *c = a->data;
+    c->fresh_ran++;
+    tl_async_stop(loop, a);
+}
+
+static void ac_signal(tl_loop *loop, tl_signal *s, int signo) {
+    struct as_case *c = s->data;
+    if (signo == SIGUSR1) c->signals++;
+    tl_signal_stop(loop, s);
+}
+
+static void ac_check(tl_loop *loop, tl_hook *h) {
+    (void)loop;
+    ((struct as_case *)h->data)->checks++;
+}
+
+static void *send_from_thread(void *arg) {
+    usleep(20000);
+    tl_async_send(arg);
+    return NULL;
+}
+
+static void async_signal_child(void *arg) {
+    struct as_case *c = arg;
+    CHILD_CHECK(tl_loop_fork(c->loop) == 0);
+    /* Tell the parent we are ready for the signal. */
+    CHILD_CHECK(kill(getppid(), SIGUSR2) == 0);
+    pthread_t th;
+    CHILD_CHECK(pthread_create(&th, NULL, send_from_thread, &c->fresh) == 0);
+    CHILD_CHECK(tl_loop_run(c->loop, TL_RUN_DEFAULT) == 0);
+    pthread_join(th, NULL);
+    CHILD_CHECK(c->pending_ran == 1); /* sent before the fork */
+    CHILD_CHECK(c->fresh_ran == 1);   /* sent in the child, from a thread */
+    CHILD_CHECK(c->signals == 1);     /* sent by the parent to the child */
+    CHILD_CHECK(c->checks > 0);
+    tl_hook_stop(c->loop, &c->check);
+    CHILD_CHECK(tl_loop_free(c->loop) == 0);
+}
+
+Test(fork, asyncs_signals_and_hooks_work_in_child) {
+    struct as_case c = {0};
+    c.loop = new_loop();
+    tl_async_init(&c.pending);
+    tl_async_init(&c.fresh);
+    tl_signal_init(&c.sig);
+    tl_hook_init(&c.check, TL_HOOK_CHECK, ac_check, &c);
+    cr_assert_eq(tl_async_start(c.loop, &c.pending, ac_pending, &c), 0);
+    cr_assert_eq(tl_async_start(c.loop, &c.fresh, ac_fresh, &c), 0);
+    cr_assert_eq(tl_signal_start(c.loop, &c.sig, SIGUSR1, ac_signal, &c), 0);
+    cr_assert_eq(tl_hook_start(c.loop, &c.check), 0);
+    cr_assert_eq(tl_hook_set_ref(c.loop, &c.check, 0), 0);
+    cr_assert_eq(tl_async_send(&c.pending), 0);
+    /* SIGUSR2 from the child says it is ready; wait for it synchronously. */
+    sigset_t ready, old;
+    sigemptyset(&ready);
+    sigaddset(&ready, SIGUSR2);
+    cr_assert_eq(pthread_sigmask(SIG_BLOCK, &ready, &old), 0);
+    pid_t pid = fork_child(async_signal_child, &c);
+    int got = 0;
+    cr_assert_eq(sigwait(&ready, &got), 0);
+    cr_assert_eq(kill(pid, SIGUSR1), 0);
+    expect_child_ok(pid);
+    /* The parent's pending send is its own, and still runs here. */
+    cr_assert_eq(tl_loop_run(c.loop, TL_RUN_NOWAIT), 1);
+    cr_assert_eq(c.pending_ran, 1);
+    cr_assert_eq(c.fresh_ran, 0, "the child's send reached the parent");
+    tl_async_stop(c.loop, &c.fresh);
+    tl_signal_stop(c.loop, &c.sig);
+    tl_hook_stop(c.loop, &c.check);
+    free_loop(c.loop);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}

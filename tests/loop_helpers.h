@@ -1,0 +1,81 @@
+/*
+ * Helpers for the loop suites of issue 14 (hooks, references, embedding,
+ * fork): one place for "a loop on the I/O backend TICKLOOP_IO names, with
+ * this timer backend", a socketpair, and a failsafe timer, instead of a copy
+ * per file (liburing's test/helpers.h).
+ */
+#ifndef TICKLOOP_TESTS_LOOP_HELPERS_H
+#define TICKLOOP_TESTS_LOOP_HELPERS_H
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include <tickloop/tickloop.h>
+
+#define MS 1000000ull
+
+static inline uint64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* A loop with timer backend `timers` (NULL: default) on the I/O backend that
+ * TICKLOOP_IO names (meson registers each suite once per backend); fails the
+ * test if the loop got another backend than the one asked for. */
+static inline tl_loop *new_loop_with(const char *timers) {
+    tl_loop_options opts;
+    tl_loop_options_init(&opts);
+    opts.timers = timers;
+    tl_loop *loop = NULL;
+    int r = tl_loop_new(&loop, &opts);
+    cr_assert(r == 0 && loop, "tl_loop_new(%s): %d %s", timers ? timers : "default", r,
+              tl_strerror(r));
+    const char *want = getenv("TICKLOOP_IO");
+    if (want && *want && strcmp(want, "auto") != 0)
+        cr_assert(strcmp(tl_loop_io_name(loop), want) == 0, "TICKLOOP_IO=%s gave %s", want,
+                  tl_loop_io_name(loop));
+    return loop;
+}
+
+static inline tl_loop *new_loop(void) {
+    return new_loop_with(NULL);
+}
+
+static inline void free_loop(tl_loop *loop) {
+    int r = tl_loop_free(loop);
+    cr_assert(r == 0, "tl_loop_free: %d %s", r, tl_strerror(r));
+}
+
+static inline void make_pair(int fds[2]) {
+    cr_assert(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) == 0,
+              "socketpair: %s", strerror(errno));
+}
+
+static inline void put(int fd) {
+    cr_assert(write(fd, "x", 1) == 1, "write: %s", strerror(errno));
+}
+
+/* A timer that stops the loop (and records that it did), so that a missing
+ * event fails a test instead of hanging it. Unreferenced: it never keeps a
+ * loop alive by itself. */
+static inline void on_failsafe(tl_loop *loop, tl_timer *t) {
+    *(int *)t->data = 1;
+    tl_loop_stop(loop);
+}
+
+static inline void start_failsafe(tl_loop *loop, tl_timer *t, int *fired, uint64_t ms) {
+    *fired = 0;
+    tl_timer_init(t, on_failsafe, fired);
+    cr_assert_eq(tl_timer_start(loop, t, ms * MS, 0), 0);
+    cr_assert_eq(tl_timer_set_ref(loop, t, 0), 0);
+}
+
+#endif /* TICKLOOP_TESTS_LOOP_HELPERS_H */
