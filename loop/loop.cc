@@ -399,8 +399,8 @@ TL_API const char *tl_strerror(int err) {
     case -ENOSYS:
         return "not available (ENOSYS): I/O backend missing from this build or kernel";
     case -EPERM:
-        return "operation not permitted (EPERM): fd cannot be polled (regular file or "
-               "directory), or the kernel refused io_uring";
+        return "operation not permitted (EPERM): fd cannot be polled (regular file, "
+               "directory, /dev/null: what epoll refuses), or the kernel refused io_uring";
     default:
         break;
     }
