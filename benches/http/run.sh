@@ -6,7 +6,8 @@
 #
 #   benches/http/run.sh [BUILD_DIR] [options]
 #     --conns "32 256 1000"   connection counts
-#     --rounds 3              interleaved rounds per connection count
+#     --rounds 3              interleaved rounds per connection count (0: only
+#                             the --strace counts)
 #     --duration 5            seconds per wrk run
 #     --servers "..."         subset of: tickloop-epoll tickloop-io_uring libev
 #                             libuv-poll libuv-stream http_hello-epoll
@@ -142,7 +143,11 @@ fi
 # Medians over rounds; the ratio column compares req/s with libev (the
 # fastest peer in earlier runs) at the same connection count.
 table=$(awk -v sys="$syscalls" '
-    BEGIN { while ((getline line < sys) > 0) { split(line, f, " "); sc[f[1] " " f[2]] = f[3] } }
+    BEGIN {
+        while ((getline line < sys) > 0) {
+            split(line, f, " "); sc[f[1] " " f[2]] = f[3]; sc_order[++nsc] = f[1] " " f[2]
+        }
+    }
     function median(list,   n, a, i, j, t) {
         n = split(list, a, ",")
         for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
@@ -155,9 +160,11 @@ table=$(awk -v sys="$syscalls" '
         rps[k] = rps[k] sep $4; p50[k] = p50[k] sep $5; p99[k] = p99[k] sep $6; cpu[k] = cpu[k] sep $7
     }
     END {
+        for (i = 1; i <= nsc; i++) if (!(sc_order[i] in rps)) order[++n] = sc_order[i]
         printf "conns\tserver\treq/s\tvs_libev\tp50_us\tp99_us\tcpu_us_per_req\tsyscalls_per_req\n"
         for (i = 1; i <= n; i++) {
             k = order[i]; split(k, f, " ")
+            if (!(k in rps)) { printf "%s\t%s\t-\t-\t-\t-\t-\t%s\n", f[1], f[2], sc[k]; continue }
             base = (f[1] " libev") in rps ? median(rps[f[1] " libev"]) : 0
             printf "%s\t%s\t%.0f\t%s\t%.0f\t%.0f\t%.2f\t%s\n", f[1], f[2], median(rps[k]),
                 base ? sprintf("%.3f", median(rps[k]) / base) : "-", median(p50[k]),
