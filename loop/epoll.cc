@@ -66,18 +66,6 @@ public:
         epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
     }
 
-    /* The new set takes the old one's descriptor number (dup3), so
-       tl_loop_fd() stays valid for a host that polls it with poll(2). A host
-       that registered it in an epoll set of its own loses that registration
-       with the old file: a cost only the leftover case above pays. */
-    int reopen() noexcept override {
-        int epfd = epoll_create1(EPOLL_CLOEXEC);
-        if (epfd < 0) return -errno;
-        int r = dup3(epfd, epfd_, O_CLOEXEC) < 0 ? -errno : 0;
-        close(epfd);
-        return r;
-    }
-
     int wait(uint64_t timeout_ns, ReadyEvent *out, int cap) noexcept override {
         if (cap > kMaxEvents) cap = kMaxEvents;
         int n;
@@ -111,6 +99,18 @@ private:
         return ms > INT_MAX ? INT_MAX : (int)ms;
     }
 
+    /* The new set takes the old one's descriptor number (dup3), so
+       tl_loop_fd() stays valid for a host that polls it with poll(2). A host
+       that registered it in an epoll set of its own loses that registration
+       with the old file: a cost only the leftover case above pays. */
+    int replace_set() noexcept {
+        int epfd = epoll_create1(EPOLL_CLOEXEC);
+        if (epfd < 0) return -errno;
+        int r = dup3(epfd, epfd_, O_CLOEXEC) < 0 ? -errno : 0;
+        close(epfd);
+        return r;
+    }
+
     /* An event whose tag names no registration comes from one that
        EPOLL_CTL_DEL could not remove (see the top of this file): replace the
        set by one holding exactly the registry. The events already collected
@@ -119,7 +119,7 @@ private:
     void drop_leftovers(const ReadyEvent *events, int n) noexcept {
         for (int i = 0; i < n; ++i) {
             if (io_tag_gen(events[i].tag) == 0 || io_current(loop_, events[i].tag)) continue;
-            if (reopen() == 0) io_readd_all(loop_, this);
+            if (replace_set() == 0) io_readd_all(loop_, this);
             return;
         }
     }

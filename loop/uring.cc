@@ -135,7 +135,6 @@ public:
             io_uring_queue_exit(&ring_);
             return -ENOSYS; /* pre-5.11 kernel: epoll serves better */
         }
-        flags_ = flags;
         disabled_ = flags & IORING_SETUP_R_DISABLED;
         ring_ready_ = true;
         return 0;
@@ -173,21 +172,6 @@ public:
             if (cancel(tag) < 0) push_cancel(tag);
         }
         slot.state = 0;
-    }
-
-    int reopen() noexcept override {
-        /* After fork the ring's memory is shared with the parent: never
-           touch its queues, only unmap and close (queue_exit does no I/O). */
-        if (ring_ready_) io_uring_queue_exit(&ring_);
-        ring_ready_ = false;
-        queue_count_ = 0;
-        cancel_count_ = 0;
-        int r = init(flags_);
-        if (r < 0 || evfd_ < 0) return r;
-        /* tl_loop_fd's eventfd stays the same descriptor for the host. */
-        r = enable();
-        if (r == 0) r = io_uring_register_eventfd(&ring_, evfd_);
-        return r;
     }
 
     int wait(uint64_t timeout_ns, ReadyEvent *out, int cap) noexcept override {
@@ -406,7 +390,6 @@ private:
 
     tl_loop *loop_;
     struct io_uring ring_;
-    unsigned flags_ = 0;
     bool ring_ready_ = false;
     bool disabled_ = false;
     int evfd_ = -1;        /* tl_loop_fd's eventfd, -1 until asked for */
