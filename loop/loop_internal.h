@@ -8,8 +8,10 @@
 
 #include <csignal>
 #include <cstdint>
+#include <ctime>
 #include <pthread.h>
 
+#include "lateness.h"
 #include "tickloop/timer_backend.h"
 #include "timers/timers.h"
 
@@ -164,15 +166,39 @@ public:
        first use where it is not the backend's own; a negative errno if that
        fails. */
     virtual int poll_fd() noexcept = 0;
-    /* True while requests are queued that the kernel has not been handed yet
-       (io_uring's SQEs and re-arms ride on the next wait): a host polling
-       poll_fd() would not see their completions, so tl_loop_timeout says 0. */
-    virtual bool has_unsubmitted() const noexcept { return false; }
-    /* Waits at most timeout_ns (UINT64_MAX: no limit, 0: never blocks) and
+    /* True while a host must not block on poll_fd(): requests queued that
+       the kernel has not been handed yet (io_uring's SQEs and re-arms ride on
+       the next wait), or completions already waiting for an iteration (in
+       the CQ, or as deferred task work) whose signal the loop may have
+       drained. tl_loop_timeout then flushes, and says 0 if that leaves any. */
+    virtual bool needs_enter() const noexcept { return false; }
+    /* Hands queued requests to the kernel without waiting. 0 or a negative
+       errno. */
+    virtual int flush() noexcept { return 0; }
+    /* Waits until the absolute CLOCK_MONOTONIC time deadline_ns at most
+       (UINT64_MAX: no limit; 0, or any time already past: never blocks) and
        stores up to cap ready events in out. Returns their number, -EINTR if a
-       signal handler interrupted the wait, or another negative errno. */
-    virtual int wait(uint64_t timeout_ns, ReadyEvent *out, int cap) noexcept = 0;
+       signal handler interrupted the wait, or another negative errno. An
+       absolute deadline lets the caller retry an interrupted wait with the
+       same argument: a retry can never extend it, and time spent between the
+       loop's clock read and the syscall (callbacks, preemption) never
+       lengthens a wait. */
+    virtual int wait(uint64_t deadline_ns, ReadyEvent *out, int cap) noexcept = 0;
 };
+
+/* A fresh CLOCK_MONOTONIC read, in ns. */
+inline uint64_t monotonic_ns() noexcept {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* For a backend that can only wait for a duration: what remains until
+   deadline_ns (finite, non-zero) from a fresh clock read, 0 if it passed. */
+inline uint64_t remaining_ns(uint64_t deadline_ns) noexcept {
+    uint64_t now = monotonic_ns();
+    return deadline_ns > now ? deadline_ns - now : 0;
+}
 
 /* Both bind the backend to `loop` (its registry and stats) for its life. */
 int epoll_backend_create(tl_loop *loop, IoBackend **out) noexcept;
@@ -184,7 +210,7 @@ int uring_backend_create(tl_loop *loop, IoBackend **out) noexcept;
  *   bit 0      TIMER_ACTIVE  inside the backend or queued in the ready list
  *   bit 1      TIMER_QUEUED  in the loop's ready list (popped, callback not run
  *                            yet); only with TIMER_ACTIVE
- *   bit 2      TIMER_UNREF   not counted by tl_loop_alive (tl_timer_set_ref)
+ *   bit 2      TIMER_UNREF   tl_timer_set_ref(.., 0); kept across stop/start
  *   bits 3-7   free: per-handle state bits
  *   bits 8-31  free: room for the timer's clock, period and leeway encoding
  * tl_timer_init zeroes the word. The loop writes it with read-modify-write
@@ -193,10 +219,10 @@ int uring_backend_create(tl_loop *loop, IoBackend **out) noexcept;
 enum : uint32_t {
     TIMER_ACTIVE = 1u << 0,
     TIMER_QUEUED = 1u << 1,
-    TIMER_STATE = TIMER_ACTIVE | TIMER_QUEUED,
     /* tl_timer_set_ref(.., 0): does not keep the loop alive. Kept across
        stop/start: only tl_timer_init clears it. */
     TIMER_UNREF = 1u << 2,
+    TIMER_STATE = TIMER_ACTIVE | TIMER_QUEUED,
 };
 
 /* tl_io::flags. */
@@ -254,7 +280,7 @@ struct tl_loop {
     tl_timer *ready_tail;
     uint64_t ready_count;
 #ifndef NDEBUG
-    uint64_t verify_ops;        /* operations since the last backend walk   */
+    uint64_t verify_ops;        /* calls since the last full walk           */
     uint64_t last_pop_deadline; /* the previous pop of this dispatch (EXACT) */
 #endif
 
@@ -289,6 +315,7 @@ struct tl_loop {
 
     tl_loop_stats stats; /* counters; the *_active fields are kept live */
     tl::detail::ReadyEvent events[tl::detail::kMaxEvents];
+    tl::detail::LatenessHistogram lateness; /* cold: 7.8 KB, last */
 };
 
 namespace tl::detail {
@@ -329,6 +356,12 @@ int signal_fork(tl_loop *loop) noexcept;
    which swap their new descriptor into the slot of the old one. */
 int io_reserve_fd(tl_loop *loop, int fd) noexcept;
 
+/* The loop's invariant walker (tests call it; libev's ev_verify): the fd
+   table, the async, signal and hook lists against the handle counts and the
+   start order. nullptr if they hold, else what broke. Hidden, like
+   tl_detail_timers_check. */
+extern "C" const char *tl_detail_loop_check(const tl_loop *loop) noexcept;
+
 /* Every activation and deactivation of a handle goes through these, so that
    tl_loop_alive (a referenced handle active) is one comparison. */
 inline void handle_activated(tl_loop *loop, bool unref) noexcept {
@@ -345,16 +378,17 @@ inline void handle_ref_changed(tl_loop *loop, bool was_unref, bool unref) noexce
 }
 
 /* Debug builds walk the loop's own state (the ready list and its flags, the
- * fd table against its watchers, the async and signal lists) and the timer
- * backend's structure (its check() walker) after every timer operation and
- * every callback, and abort with the first broken invariant and the call that
- * broke it (libev's EV_FREQUENT_CHECK). The backend walk is O(timers), so
- * above kVerifyEveryOpUpTo timers + fds it runs once per `count` operations
- * instead (one node visited per operation, amortised): still every operation
- * in the tests' small cases, and the million-timer tests stay within their
- * time limits under ASan. Release builds (NDEBUG) compile all of it away. */
+ * fd table against its watchers, the async, signal and hook lists) after every
+ * timer operation, every timer callback and every iteration, and abort with
+ * the first broken invariant and the call that broke it (libev's
+ * EV_FREQUENT_CHECK); the timer backend's glue walks the backend's structure
+ * after each of its operations (timers/backend_glue.h). The walks are O(n):
+ * up to kVerifyEveryOpUpTo entries they run every time, above it once per
+ * n / kVerifyAmortized calls, so the tests with a million timers stay linear.
+ * Release builds (NDEBUG) compile all of it away. */
 #ifndef NDEBUG
-inline constexpr uint64_t kVerifyEveryOpUpTo = 512;
+inline constexpr uint64_t kVerifyEveryOpUpTo = 64;
+inline constexpr uint64_t kVerifyAmortized = 4;
 void loop_verify(tl_loop *loop, const char *where) noexcept;
 /* A timer pop_expired just returned: never early by the backend's own rule
    (exactly at its deadline with TL_TIMER_CAP_EXACT, else by tick), in
