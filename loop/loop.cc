@@ -37,8 +37,6 @@ namespace {
 
 /* The default backend until the benchmarks say otherwise (README). */
 constexpr const char *kDefaultTimers = "heap4";
-constexpr uint64_t kDefaultTickNs = 1000000;
-constexpr uint32_t kDefaultWheelSlots = 4096;
 /* Timer callbacks per iteration before I/O gets its turn. A storm of due
  * timers then delays a ready socket by at most this many callbacks, while a
  * batch stays large enough that the per-iteration cost (one wait syscall,
@@ -143,6 +141,7 @@ int iterate(tl_loop *loop, tl_run_mode mode) noexcept {
     }
     ran += io_dispatch(loop, n);
     hooks_run(loop, TL_HOOK_CHECK);
+    TL_DEBUG_VERIFY(loop, "loop iteration");
     ++loop->stats.iterations;
     if (ran == 0 && timeout != 0) ++loop->stats.empty_wakeups;
     return 0;
@@ -203,8 +202,7 @@ TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts) {
     sigemptyset(&loop->signal_mask);
     sigemptyset(&loop->signals_blocked_before);
 
-    tl_timer_config cfg{opts->tick_ns ? opts->tick_ns : kDefaultTickNs,
-                        opts->wheel_slots ? opts->wheel_slots : kDefaultWheelSlots};
+    tl_timer_config cfg = timer_config(opts->tick_ns, opts->wheel_slots);
     loop->timer_backend = backend;
     loop->timers = backend->create(&cfg, loop->now);
     if (!loop->timers) {
@@ -286,7 +284,7 @@ TL_API void tl_loop_stats_get(const tl_loop *loop, tl_loop_stats *out) {
         return;
     }
     *out = loop->stats;
-    out->timers_active = loop->timer_backend->count(loop->timers);
+    out->timers_active = timers_active(loop);
     out->unref_active = loop->unref_active;
 }
 

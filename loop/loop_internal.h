@@ -162,16 +162,23 @@ int epoll_backend_create(IoBackend **out) noexcept;
    io_uring is refused (-EPERM from seccomp or kernel.io_uring_disabled). */
 int uring_backend_create(IoBackend **out) noexcept;
 
-/* tl_timer::flags, owned by the loop. */
+/* tl_timer::flags, owned by the loop. Layout (one word, 32 bits):
+ *   bit 0      TIMER_ACTIVE  inside the backend or queued in the ready list
+ *   bit 1      TIMER_QUEUED  in the loop's ready list (popped, callback not run
+ *                            yet); only with TIMER_ACTIVE
+ *   bit 2      TIMER_UNREF   not counted by tl_loop_alive (tl_timer_set_ref)
+ *   bits 3-7   free: per-handle state bits
+ *   bits 8-31  free: room for the timer's clock, period and leeway encoding
+ * tl_timer_init zeroes the word. The loop writes it with read-modify-write
+ * only (`|=`, `&= ~`), so bits it does not own here survive start, stop and
+ * dispatch; TIMER_STATE is what "not scheduled" clears. */
 enum : uint32_t {
-    TIMER_ACTIVE = 1u << 0, /* scheduled: inside the backend                   */
-    /* Started during the timer dispatch whose epoch is in the high bits, with
-       a deadline that dispatch could pop; it must wait for the next one. */
-    TIMER_FRESH = 1u << 1,
+    TIMER_ACTIVE = 1u << 0,
+    TIMER_QUEUED = 1u << 1,
+    TIMER_STATE = TIMER_ACTIVE | TIMER_QUEUED,
     /* tl_timer_set_ref(.., 0): does not keep the loop alive. Kept across
        stop/start: only tl_timer_init clears it. */
     TIMER_UNREF = 1u << 2,
-    TIMER_EPOCH_SHIFT = 8,
 };
 
 /* tl_io::flags. */
@@ -214,8 +221,6 @@ struct tl_loop {
     uint32_t id;   /* non-zero, unique per process: tags handles' owner */
     bool running;  /* inside tl_loop_run                                */
     bool stopping; /* tl_loop_stop called                               */
-    bool in_timer_dispatch;
-    uint32_t dispatch_epoch; /* bumped per timer dispatch                */
     uint64_t active_handles; /* timers, user I/O, asyncs, signals, hooks */
     uint64_t unref_active;   /* of those, the unreferenced ones          */
     tl_io_kind io_kind;      /* EPOLL or URING: what tl_loop_fork re-creates */
@@ -223,6 +228,17 @@ struct tl_loop {
     uint64_t max_timers_per_iteration;
     uint64_t timer_slack_ns; /* 0: leave alone                           */
     pthread_t run_thread;    /* valid while running: debug thread check  */
+    /* Timers popped by this iteration's dispatch whose callbacks have not
+       run yet, in pop order: a NULL-terminated doubly-linked list threaded
+       through link[0] (next) and link[1] (prev), which the backend does not
+       own once it has returned a timer. Empty outside timers_dispatch. */
+    tl_timer *ready_head;
+    tl_timer *ready_tail;
+    uint64_t ready_count;
+#ifndef NDEBUG
+    uint64_t verify_ops;        /* operations since the last backend walk   */
+    uint64_t last_pop_deadline; /* the previous pop of this dispatch (EXACT) */
+#endif
 
     /* I/O: fd -> watcher, so a stale event never reaches a stopped watcher. */
     tl_io **fds;
@@ -259,8 +275,12 @@ uint64_t io_dispatch(tl_loop *loop, int n) noexcept;
 /* Starts an internal watcher (does not keep the loop alive). */
 int io_start_internal(tl_loop *loop, tl_io *w, int fd, tl_io_cb cb) noexcept;
 void io_stop_internal(tl_loop *loop, tl_io *w) noexcept;
-/* Runs every due timer; returns how many callbacks ran. */
+/* Pops up to max_timers_per_iteration due timers into the ready list, then
+ * runs their callbacks; returns how many ran. The ready list is empty again
+ * when it returns. */
 uint64_t timers_dispatch(tl_loop *loop) noexcept;
+/* Timers active in the loop: inside the backend plus queued. */
+uint64_t timers_active(const tl_loop *loop) noexcept;
 /* Releases what async.cc and signal.cc hold (the loop has no active handle). */
 void async_close(tl_loop *loop) noexcept;
 void signal_close(tl_loop *loop) noexcept;
@@ -289,6 +309,29 @@ inline void handle_deactivated(tl_loop *loop, bool unref) noexcept {
 inline void handle_ref_changed(tl_loop *loop, bool was_unref, bool unref) noexcept {
     if (was_unref != unref) loop->unref_active += unref ? 1 : (uint64_t)-1;
 }
+
+/* Debug builds walk the loop's own state (the ready list and its flags, the
+ * fd table against its watchers, the async and signal lists) and the timer
+ * backend's structure (its check() walker) after every timer operation and
+ * every callback, and abort with the first broken invariant and the call that
+ * broke it (libev's EV_FREQUENT_CHECK). The backend walk is O(timers), so
+ * above kVerifyEveryOpUpTo timers + fds it runs once per `count` operations
+ * instead (one node visited per operation, amortised): still every operation
+ * in the tests' small cases, and the million-timer tests stay within their
+ * time limits under ASan. Release builds (NDEBUG) compile all of it away. */
+#ifndef NDEBUG
+inline constexpr uint64_t kVerifyEveryOpUpTo = 512;
+void loop_verify(tl_loop *loop, const char *where) noexcept;
+/* A timer pop_expired just returned: never early by the backend's own rule
+   (exactly at its deadline with TL_TIMER_CAP_EXACT, else by tick), in
+   (deadline, insertion) order after the previous pop for EXACT backends. */
+void check_popped(tl_loop *loop, const tl_timer *t, uint64_t now, bool first) noexcept;
+#define TL_DEBUG_VERIFY(loop, where) ::tl::detail::loop_verify(loop, where)
+#define TL_DEBUG_CHECK_POPPED(loop, t, now, first) ::tl::detail::check_popped(loop, t, now, first)
+#else
+#define TL_DEBUG_VERIFY(loop, where) ((void)0)
+#define TL_DEBUG_CHECK_POPPED(loop, t, now, first) ((void)0)
+#endif
 
 /* A loop belongs to one thread. Debug builds catch a call from another thread
  * while the loop runs (undefined behaviour otherwise) and abort with a message

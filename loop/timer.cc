@@ -2,110 +2,159 @@
 /*
  * Timer handles: the tl_timer_* API and the dispatch of due timers.
  *
- * A timer is active exactly while it is inside the timer backend (flag
- * TIMER_ACTIVE); `reserved` then holds the owning loop's id so that a handle
- * used with the wrong loop is refused instead of corrupting a structure.
+ * A timer is active (TIMER_ACTIVE) while it is inside the timer backend or
+ * queued in the loop's ready list (TIMER_QUEUED); `reserved` then holds the
+ * owning loop's id so that a handle used with the wrong loop is refused
+ * instead of corrupting a structure. The flags layout is in loop_internal.h.
  *
- * The rule that makes dispatch safe: "a timer (re)started during dispatch does
- * not run again in the same iteration". A timer started during dispatch with a
- * deadline the dispatch could still pop (<= its now) is marked fresh with the
- * dispatch's epoch. Popping a fresh timer ends the dispatch: it goes straight
- * back in where it was (its slot was just freed, so this cannot fail for the
- * built-ins; a heap keeps its insertion rank, so a tie with a timer started
- * after it still runs first) and runs next iteration, which the zero wait
- * timeout starts at once. For heaps a fresh timer comes after every due timer
- * started before the dispatch, so nothing older is held back; for wheels the
- * rest of the tick waits one iteration, never a tick. The dispatch holds no
- * pointer across a callback, so callbacks may stop, restart or free any timer.
+ * Dispatch is collect, then run (libuv's uv__run_timers and its ready queue,
+ * Seastar's timer_set::expire): first up to max_timers_per_iteration due
+ * timers are popped from the backend into the ready list, in the backend's
+ * order, then their callbacks run from the head of that list. The rules of
+ * the contract hold by construction:
+ * - "a timer (re)started during dispatch does not run again in the same
+ *   iteration": the backend is not asked again until the next iteration, so
+ *   whatever a callback puts in it waits for that one;
+ * - "a timer stopped before its turn does not run": stopping or restarting a
+ *   queued timer unlinks it from the ready list, O(1);
+ * - ties keep their order: the ready list is in pop order, and what the cap
+ *   leaves inside keeps its rank against timers started later;
+ * - "a repeating timer is re-armed at now + repeat before its callback": it
+ *   goes back into the backend just before its callback runs, not when it is
+ *   collected, so the callback sees it active and may stop or restart it.
+ * The dispatch holds no pointer across a callback (it takes the head afresh
+ * each time), so callbacks may stop, restart or free any timer they stopped.
  */
 #include <cerrno>
 
 #include "loop_internal.h"
-#include "timers/dary_heap.h"
 #include "timers/timers.h"
 
 using namespace tl::detail;
 
 namespace {
 
-constexpr uint32_t kEpochMask = UINT32_MAX >> TIMER_EPOCH_SHIFT;
-
 bool owned_by_other(const tl_loop *loop, const tl_timer *t) noexcept {
     return (t->flags & TIMER_ACTIVE) && t->reserved != loop->id;
 }
 
-/* Inserts t (inactive) at deadline; on failure it stays inactive. */
+tl_timer *ready_next(const tl_timer *t) noexcept {
+    return reinterpret_cast<tl_timer *>(t->link[0]);
+}
+tl_timer *ready_prev(const tl_timer *t) noexcept {
+    return reinterpret_cast<tl_timer *>(t->link[1]);
+}
+
+/* Pre: t just returned by pop_expired (not inside). Post: t last in the ready
+   list, queued. */
+void ready_push(tl_loop *loop, tl_timer *t) noexcept {
+    t->link[0] = 0;
+    t->link[1] = reinterpret_cast<uintptr_t>(loop->ready_tail);
+    if (loop->ready_tail)
+        loop->ready_tail->link[0] = reinterpret_cast<uintptr_t>(t);
+    else
+        loop->ready_head = t;
+    loop->ready_tail = t;
+    t->flags |= TIMER_QUEUED;
+    ++loop->ready_count;
+}
+
+/* Pre: t queued. Post: t in no list, TIMER_QUEUED clear (still TIMER_ACTIVE). */
+void ready_unlink(tl_loop *loop, tl_timer *t) noexcept {
+    tl_timer *next = ready_next(t), *prev = ready_prev(t);
+    if (prev)
+        prev->link[0] = reinterpret_cast<uintptr_t>(next);
+    else
+        loop->ready_head = next;
+    if (next)
+        next->link[1] = reinterpret_cast<uintptr_t>(prev);
+    else
+        loop->ready_tail = prev;
+    t->flags &= ~TIMER_QUEUED;
+    --loop->ready_count;
+}
+
+/* Pre: t not active. Inserts t at deadline; on failure it stays inactive. */
 int arm(tl_loop *loop, tl_timer *t, uint64_t deadline) noexcept {
     t->deadline = deadline;
     int r = loop->timer_backend->insert(loop->timers, t);
-    if (r < 0) {
-        t->flags &= TIMER_UNREF;
-        return r;
-    }
-    t->flags = TIMER_ACTIVE | (t->flags & TIMER_UNREF);
+    if (r < 0) return r;
+    t->flags |= TIMER_ACTIVE;
     t->reserved = loop->id;
     handle_activated(loop, t->flags & TIMER_UNREF);
     return 0;
 }
 
+/* Pre: t active. Post: t inactive, in neither the backend nor the ready list. */
 void disarm(tl_loop *loop, tl_timer *t) noexcept {
-    loop->timer_backend->remove(loop->timers, t);
-    t->flags &= TIMER_UNREF;
+    if (t->flags & TIMER_QUEUED)
+        ready_unlink(loop, t);
+    else
+        loop->timer_backend->remove(loop->timers, t);
+    t->flags &= ~TIMER_STATE;
     handle_deactivated(loop, t->flags & TIMER_UNREF);
 }
 
-void mark_if_fresh(tl_loop *loop, tl_timer *t) noexcept {
-    if (loop->in_timer_dispatch && t->deadline <= loop->now)
-        t->flags |= TIMER_FRESH | (loop->dispatch_epoch & kEpochMask) << TIMER_EPOCH_SHIFT;
-}
-
-bool is_fresh(const tl_loop *loop, const tl_timer *t) noexcept {
-    return (t->flags & TIMER_FRESH) &&
-           (t->flags >> TIMER_EPOCH_SHIFT) == (loop->dispatch_epoch & kEpochMask);
+/* Pre: t active, owned by loop. Moves it to deadline. Returns 0, or insert's
+   error for a queued timer (or a backend without reschedule), which then
+   leaves t inactive. */
+int rearm(tl_loop *loop, tl_timer *t, uint64_t deadline) noexcept {
+    const tl_timer_backend *b = loop->timer_backend;
+    if (!(t->flags & TIMER_QUEUED) && b->reschedule) {
+        b->reschedule(loop->timers, t, deadline);
+        t->deadline = deadline;
+        return 0;
+    }
+    disarm(loop, t);
+    return arm(loop, t, deadline);
 }
 
 } // namespace
 
 namespace tl::detail {
 
+uint64_t timers_active(const tl_loop *loop) noexcept {
+    return loop->timer_backend->count(loop->timers) + loop->ready_count;
+}
+
 uint64_t timers_dispatch(tl_loop *loop) noexcept {
     const tl_timer_backend *b = loop->timer_backend;
     const uint64_t now = loop->now;
-    uint64_t fired = 0;
-    ++loop->dispatch_epoch;
-    loop->in_timer_dispatch = true;
     const uint64_t cap = loop->max_timers_per_iteration;
-    while (fired < cap) {
+
+    /* Collect. Nothing runs here, so the backend is popped without
+       interruption and the batch is exactly what was due at `now`. */
+    for (uint64_t n = 0; n < cap; ++n) {
         tl_timer *t = b->pop_expired(loop->timers, now);
         if (!t) break;
-        if (is_fresh(loop, t)) {
-            /* Started by this dispatch: back where it was (a heap keeps its
-               rank among equal deadlines), and it runs next iteration. */
-            t->flags &= ~TIMER_FRESH;
-            if (put_back(b, loop->timers, t) == 0) break;
-            /* Only a custom backend can fail here; running the timer now
-               bends the iteration rule but loses nothing. */
-        }
+        TL_DEBUG_CHECK_POPPED(loop, t, now, n == 0);
+        ready_push(loop, t);
+    }
+    TL_DEBUG_VERIFY(loop, "timer collect");
+
+    /* Run. Each callback may stop or restart any queued timer (unlinking it)
+       or free one it stopped, so the head is read afresh every time. */
+    uint64_t fired = 0;
+    while (tl_timer *t = loop->ready_head) {
+        ready_unlink(loop, t);
         lateness_record(loop->lateness, now, t->deadline);
         if (t->repeat) {
-            /* Re-armed before the callback, so the callback sees it active
-               and may stop or restart it. */
+            /* Re-armed before the callback (the contract), so the callback
+               sees it active and may stop or restart it. */
             t->deadline = sat_add(now, t->repeat);
             if (b->insert(loop->timers, t) < 0) {
-                t->flags &= TIMER_UNREF;
+                t->flags &= ~TIMER_STATE;
                 handle_deactivated(loop, t->flags & TIMER_UNREF);
-            } else {
-                t->flags = TIMER_ACTIVE | (t->flags & TIMER_UNREF);
             }
         } else {
-            t->flags &= TIMER_UNREF;
+            t->flags &= ~TIMER_STATE;
             handle_deactivated(loop, t->flags & TIMER_UNREF);
         }
         ++loop->stats.timers_fired;
         ++fired;
         t->cb(loop, t); /* may free t: not touched after this */
+        TL_DEBUG_VERIFY(loop, "timer callback");
     }
-    loop->in_timer_dispatch = false;
     return fired;
 }
 
@@ -123,32 +172,17 @@ TL_API void tl_timer_init(tl_timer *t, tl_timer_cb cb, void *data) {
 TL_API int tl_timer_start(tl_loop *loop, tl_timer *t, uint64_t timeout_ns, uint64_t repeat_ns) {
     if (!loop || !t || !t->cb || owned_by_other(loop, t)) return -EINVAL;
     TL_CHECK_LOOP_THREAD(loop);
-    const tl_timer_backend *b = loop->timer_backend;
     uint64_t deadline = sat_add(loop->now, timeout_ns);
     if (t->flags & TIMER_ACTIVE) {
-        t->flags = TIMER_ACTIVE | (t->flags & TIMER_UNREF);
-        /* The built-in heaps' reschedule inlined: restart is the hot call (a
-           heartbeat per packet), and a leaner path leaves the CPU room to
-           overlap one restart's cache misses with the next one's. */
-        if (b == &heap4_backend) {
-            static_cast<Heap4 *>(loop->timers)->reschedule(t, deadline);
-        } else if (b == &heap2_backend) {
-            static_cast<Heap2 *>(loop->timers)->reschedule(t, deadline);
-        } else if (b->reschedule) {
-            b->reschedule(loop->timers, t, deadline);
-        } else {
-            disarm(loop, t);
-            int r = arm(loop, t, deadline);
-            if (r < 0) return r;
-        }
-        t->deadline = deadline;
+        int r = rearm(loop, t, deadline);
+        if (r < 0) return r;
     } else {
-        if (loop->max_timers && b->count(loop->timers) >= loop->max_timers) return -ENOSPC;
+        if (loop->max_timers && timers_active(loop) >= loop->max_timers) return -ENOSPC;
         int r = arm(loop, t, deadline);
         if (r < 0) return r;
     }
     t->repeat = repeat_ns;
-    mark_if_fresh(loop, t);
+    TL_DEBUG_VERIFY(loop, "tl_timer_start");
     return 0;
 }
 
@@ -156,6 +190,7 @@ TL_API int tl_timer_stop(tl_loop *loop, tl_timer *t) {
     if (!loop || !t || owned_by_other(loop, t)) return -EINVAL;
     TL_CHECK_LOOP_THREAD(loop);
     if (t->flags & TIMER_ACTIVE) disarm(loop, t);
+    TL_DEBUG_VERIFY(loop, "tl_timer_stop");
     return 0;
 }
 

@@ -40,6 +40,14 @@ static inline struct criterion_test_params backend_params(void) {
     return cr_make_param_array(backend_param, params, n, backend_params_free);
 }
 
+/* 1 if the backend registered under name says it fires exactly at the
+ * deadline, in (deadline, insertion) order (TL_TIMER_CAP_EXACT); 0 for the
+ * tick-order rule. Tests decide what to check from this, never from a name. */
+static inline int backend_exact(const char *name) {
+    const tl_timer_backend *b = tl_timer_backend_find(name);
+    return b && (b->caps & TL_TIMER_CAP_EXACT) ? 1 : 0;
+}
+
 /* Declares a test that runs once per registered timer backend; the body sees
  * `const backend_param *p` and should name p->name in its failure messages. */
 #define BACKEND_TEST(Suite, Name)                                                                  \

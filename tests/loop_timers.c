@@ -33,10 +33,6 @@ static uint64_t mono_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static int is_heap(const char *name) {
-    return strcmp(name, "heap2") == 0 || strcmp(name, "heap4") == 0;
-}
-
 static tl_loop *new_loop(const char *timers) {
     tl_loop_options opts;
     tl_loop_options_init(&opts);
@@ -107,7 +103,7 @@ static uint64_t tick_of(uint64_t deadline) {
  * others: tick order with the loop's default 1 ms tick. */
 static void check_firing_order(const struct fired *f) {
     for (int i = 1; i < f->n; ++i) {
-        if (is_heap(f->backend))
+        if (backend_exact(f->backend))
             cr_assert(f->deadline[i] >= f->deadline[i - 1], "%s: fired deadline %llu after %llu",
                       f->backend, (unsigned long long)f->deadline[i],
                       (unsigned long long)f->deadline[i - 1]);
@@ -148,7 +144,7 @@ BACKEND_TEST(timer, equal_deadlines_fire_in_start_order) {
     for (int i = 1; i < 20; ++i) cr_assert(f.timers[i].deadline == f.timers[0].deadline);
     run_to_end(loop);
     cr_assert(f.n == 20, "%s: %d of 20 fired", p->name, f.n);
-    if (is_heap(p->name))
+    if (backend_exact(p->name))
         for (int i = 0; i < 20; ++i)
             cr_assert(f.order[i] == i, "%s: callback %d is timer %d", p->name, i, f.order[i]);
     free_loop(loop);
@@ -330,7 +326,7 @@ BACKEND_TEST(timer, zero_timeout_restart_runs_next_iteration) {
                   "%s: after %d NOWAIT runs, %d callbacks: a timer restarted "
                   "during dispatch must wait for the next iteration",
                   p->name, i, s.count);
-        if (is_heap(p->name))
+        if (backend_exact(p->name))
             cr_assert(s.count == i, "%s: after %d NOWAIT runs, %d callbacks", p->name, i, s.count);
         else
             nanosleep(&pause, NULL);
@@ -376,8 +372,117 @@ BACKEND_TEST(timer, fresh_zero_timeouts_keep_start_order) {
     cr_assert(tl_timer_start(loop, &f.starter, 0, 0) == 0);
     run_to_end(loop);
     cr_assert(f.n == 4, "%s: %d of 4 ran", p->name, f.n);
-    if (is_heap(p->name))
+    if (backend_exact(p->name))
         cr_assert(strcmp(f.order, "ACDB") == 0, "%s: ran %s, started A C D B", p->name, f.order);
+    free_loop(loop);
+}
+
+/* Collect, then run: every timer due at the dispatch's time is taken from
+ * the backend before any callback runs, so a callback restarting a timer as
+ * due again holds nothing else back. Eight timers share one deadline; the
+ * first to run restarts itself with timeout 0. All eight must run in that
+ * one iteration, the restarted one again only in the next. (The old dispatch
+ * ended early when it met the restarted timer: on a wheel, the rest of the
+ * tick waited an iteration.) */
+struct same_batch {
+    tl_timer t[8];
+    int fired[8];
+    uint64_t iteration[8]; /* stats.iterations while each first ran */
+    int restarted;
+};
+
+static void on_same_batch(tl_loop *loop, tl_timer *t) {
+    struct same_batch *b = t->data;
+    int i = (int)(t - b->t);
+    tl_loop_stats st;
+    tl_loop_stats_get(loop, &st);
+    if (b->fired[i]++ == 0) b->iteration[i] = st.iterations;
+    if (!b->restarted) {
+        b->restarted = 1;
+        cr_assert(tl_timer_start(loop, t, 0, 0) == 0);
+    }
+}
+
+BACKEND_TEST(timer, due_restart_in_callback_holds_back_no_other_timer) {
+    tl_loop *loop = new_loop(p->name);
+    static struct same_batch b;
+    memset(&b, 0, sizeof b);
+    for (int i = 0; i < 8; ++i) {
+        tl_timer_init(&b.t[i], on_same_batch, &b);
+        cr_assert(tl_timer_start(loop, &b.t[i], 2 * MS, 0) == 0);
+    }
+    /* Wait past the deadline and a tick, so the one dispatch finds all due. */
+    const struct timespec pause = {0, 5 * 1000000};
+    nanosleep(&pause, NULL);
+    cr_assert(tl_loop_run(loop, TL_RUN_NOWAIT) == 1, "%s: the restarted timer remains", p->name);
+    int total = 0;
+    for (int i = 0; i < 8; ++i) {
+        cr_assert(b.fired[i] == 1, "%s: timer %d ran %d times in the first iteration", p->name, i,
+                  b.fired[i]);
+        total += b.fired[i];
+    }
+    cr_assert(total == 8);
+    run_to_end(loop);
+    total = 0;
+    for (int i = 0; i < 8; ++i) total += b.fired[i];
+    cr_assert(total == 9, "%s: %d callbacks, expected 8 + the restart", p->name, total);
+    free_loop(loop);
+}
+
+/* A timer popped in this dispatch but not yet run is still active: the
+ * callback that runs first (of three due together) sees the other two active
+ * and counted in stats.timers_active; stopping one of them then means it
+ * never runs, and restarting the other moves it out of this dispatch (both
+ * unlink it from the ready list). */
+struct queued {
+    tl_timer t[3];
+    int ran[3];
+    int first;     /* index of the one that ran first, -1 before */
+    int stopped;   /* index it stopped */
+    int restarted; /* index it restarted */
+};
+
+static void on_queued(tl_loop *loop, tl_timer *t) {
+    struct queued *q = t->data;
+    int i = (int)(t - q->t);
+    ++q->ran[i];
+    if (q->first >= 0) return;
+    q->first = i;
+    q->stopped = (i + 1) % 3;
+    q->restarted = (i + 2) % 3;
+    tl_timer *stop = &q->t[q->stopped], *restart = &q->t[q->restarted];
+    cr_assert(tl_timer_active(stop) == 1 && tl_timer_active(restart) == 1,
+              "a due timer waiting its turn is active");
+    tl_loop_stats st;
+    tl_loop_stats_get(loop, &st);
+    cr_assert(st.timers_active == 2, "timers_active %llu counts the two queued timers",
+              (unsigned long long)st.timers_active);
+    cr_assert(tl_timer_stop(loop, stop) == 0);
+    cr_assert(tl_timer_active(stop) == 0);
+    cr_assert(tl_timer_start(loop, restart, 50 * MS, 0) == 0);
+    tl_loop_stats_get(loop, &st);
+    cr_assert(st.timers_active == 1, "timers_active %llu", (unsigned long long)st.timers_active);
+}
+
+BACKEND_TEST(timer, queued_timer_is_active_and_stops_in_o1) {
+    tl_loop *loop = new_loop(p->name);
+    struct queued q = {.first = -1};
+    for (int i = 0; i < 3; ++i) {
+        tl_timer_init(&q.t[i], on_queued, &q);
+        cr_assert(tl_timer_start(loop, &q.t[i], 1 * MS, 0) == 0);
+    }
+    /* Past the deadline and its tick: one dispatch finds all three due. */
+    const struct timespec pause = {0, 4 * 1000000};
+    nanosleep(&pause, NULL);
+    cr_assert(tl_loop_run(loop, TL_RUN_NOWAIT) == 1);
+    cr_assert(q.first >= 0, "%s: nothing ran", p->name);
+    cr_assert(q.ran[q.stopped] == 0 && q.ran[q.restarted] == 0,
+              "%s: a stopped or restarted queued timer ran", p->name);
+    cr_assert(tl_timer_active(&q.t[q.restarted]) == 1 && tl_timer_active(&q.t[q.stopped]) == 0);
+    uint64_t deadline = q.t[q.restarted].deadline;
+    run_to_end(loop);
+    cr_assert(q.ran[q.restarted] == 1 && q.ran[q.stopped] == 0 && q.ran[q.first] == 1);
+    cr_assert(tl_now(loop) >= deadline, "never early");
     free_loop(loop);
 }
 
@@ -827,10 +932,10 @@ static void check_no_busy_spin(const char *backend) {
     check_firing_order(&f);
     tl_loop_stats st;
     tl_loop_stats_get(loop, &st);
-    uint64_t limit = is_heap(backend) ? 20 + 2 : 20 * 13;
+    uint64_t limit = backend_exact(backend) ? 20 + 2 : 20 * 13;
     cr_assert(st.iterations <= limit, "%s: %llu iterations (%llu empty) for 20 timers: spinning",
               backend, (unsigned long long)st.iterations, (unsigned long long)st.empty_wakeups);
-    if (is_heap(backend))
+    if (backend_exact(backend))
         cr_assert(st.empty_wakeups == 0, "%s: %llu empty wakeups: woke before the deadline",
                   backend, (unsigned long long)st.empty_wakeups);
     free_loop(loop);
@@ -869,7 +974,7 @@ BACKEND_TEST(timer, fires_in_order_with_other_tick_and_slot_sizes) {
     cr_assert(f.n == 100, "%s: %d of 100 fired", p->name, f.n);
     for (int i = 1; i < f.n; ++i) {
         uint64_t a = f.deadline[i - 1], b = f.deadline[i];
-        if (is_heap(p->name))
+        if (backend_exact(p->name))
             cr_assert(b >= a, "%s: deadline %llu after %llu", p->name, (unsigned long long)b,
                       (unsigned long long)a);
         else

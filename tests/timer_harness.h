@@ -5,16 +5,20 @@
  * what is inside, so every operation is checked against the rules of
  * timer_backend.h as it happens:
  * - the backend's invariant walker (tl_detail_timers_check) returns NULL;
+ * - what the backend promises comes from its caps, never its name: "exact"
+ *   below means TL_TIMER_CAP_EXACT (the built-in heaps), "the others" means
+ *   caps 0, the tick-order rule (the wheels, and any custom backend that
+ *   promises nothing more);
  * - count() equals the record; next_expiry() is UINT64_MAX when empty, the
- *   earliest deadline for heaps; for the others never later than the tick
+ *   earliest deadline for exact backends; for the others never later than the tick
  *   boundary at or after the earliest deadline (a wheel reports the tick it
  *   will hand the timer out at), and pop_expired(next_expiry() - 1) returns
  *   nothing (checked by drain_all);
- * - pop_expired(now) never returns a timer early or one not inside; heaps
- *   return exactly the earliest (deadline, insertion), the others keep tick
+ * - pop_expired(now) never returns a timer early or one not inside; exact
+ *   backends return exactly the earliest (deadline, insertion), the others keep tick
  *   order (ceil(deadline / tick) non-decreasing);
  * - a drain (pop_expired until NULL) leaves nothing due: no deadline <= now
- *   (heaps) or <= now rounded down to a tick (others).
+ *   (exact) or <= now rounded down to a tick (others).
  */
 #ifndef TICKLOOP_TESTS_TIMER_HARNESS_H
 #define TICKLOOP_TESTS_TIMER_HARNESS_H
@@ -37,7 +41,7 @@ constexpr tl_timer_config kConfig{kTick, 4096};
 /* A large start that is not a multiple of the tick. */
 constexpr uint64_t kBigStart = 123456789012345ull;
 const uint64_t kStarts[] = {0, kBigStart};
-/* Empty next_expiry/pop_expired rounds a non-heap may need between two pops:
+/* Empty next_expiry/pop_expired rounds a tick-order backend may need between two pops:
    one per wheel level, with room to spare (a 64-bit hierarchy of 6-bit levels
    has 11). */
 constexpr unsigned kMaxEmptyRounds = 12;
@@ -60,10 +64,6 @@ uint64_t sat_add(uint64_t a, uint64_t b) {
     return a + b < a ? UINT64_MAX : a + b;
 }
 
-bool is_heap(const char *name) {
-    return std::strcmp(name, "heap2") == 0 || std::strcmp(name, "heap4") == 0;
-}
-
 /* A fixed-seed generator (splitmix64), the same on every platform. */
 struct Rng {
     uint64_t state;
@@ -84,9 +84,10 @@ struct Rng {
 class Harness {
 public:
     Harness(const char *name, uint64_t now, tl_timer_config cfg = kConfig)
-        : name_(name), cfg_(cfg), now_(now), heap_(is_heap(name)) {
+        : name_(name), cfg_(cfg), now_(now) {
         b_ = tl_timer_backend_find(name);
         cr_assert(b_, "%s: tl_timer_backend_find returned NULL", name);
+        exact_ = (b_->caps & TL_TIMER_CAP_EXACT) != 0;
         self_ = b_->create(&cfg_, now);
         cr_assert(self_, "%s: create(tick %llu, slots %u, now %llu) returned NULL", name,
                   (unsigned long long)cfg.tick_ns, cfg.wheel_slots, (unsigned long long)now);
@@ -101,12 +102,12 @@ public:
     void walk_every(unsigned every) { walk_every_ = every ? every : 1; }
 
     const char *name() const { return name_.c_str(); }
-    bool heap() const { return heap_; }
+    bool exact() const { return exact_; }
     uint64_t now() const { return now_; }
     uint64_t tick() const { return cfg_.tick_ns; }
     size_t size() const { return inside_.size(); }
 
-    /* The tick boundary at or after deadline (saturated): for a non-heap,
+    /* The tick boundary at or after deadline (saturated): for a tick-order backend,
        next_expiry() may round the earliest deadline up to it, no further. */
     uint64_t fire_time(uint64_t deadline) const {
         uint64_t ticks = tick_of(deadline, cfg_.tick_ns);
@@ -115,7 +116,7 @@ public:
 
     /* The largest deadline pop_expired(now) must have returned once it answers NULL. */
     uint64_t due_bound(uint64_t now) const {
-        return heap_ ? now : now / cfg_.tick_ns * cfg_.tick_ns;
+        return exact_ ? now : now / cfg_.tick_ns * cfg_.tick_ns;
     }
 
     void insert(Item &it, uint64_t deadline) {
@@ -177,7 +178,7 @@ public:
         cr_assert(found != inside_.end() && found->second == it,
                   "%s: pop_expired returned timer %d (deadline %llu), which is not inside", name(),
                   it->id, (unsigned long long)t->deadline);
-        if (heap_) {
+        if (exact_) {
             cr_assert(found == inside_.begin(),
                       "%s: popped timer %d (deadline %llu, seq %llu) but (%llu, %llu) is earlier",
                       name(), it->id, (unsigned long long)t->deadline, (unsigned long long)it->seq,
@@ -206,7 +207,7 @@ public:
     /*
      * The progress rule: now = max(now, next_expiry()), drain, repeat until
      * empty. Before each step, pop_expired(next_expiry() - 1) must return
-     * nothing. Heaps never have an empty round; others at most
+     * nothing. Exact backends never have an empty round; others at most
      * kMaxEmptyRounds in a row.
      */
     std::vector<Item *> drain_all() {
@@ -226,7 +227,7 @@ public:
             out.insert(out.end(), got.begin(), got.end());
             if (got.empty()) {
                 ++empty;
-                cr_assert(!heap_, "%s: empty round at now %llu, next_expiry %llu", name(),
+                cr_assert(!exact_, "%s: empty round at now %llu, next_expiry %llu", name(),
                           (unsigned long long)now_, (unsigned long long)next);
                 cr_assert(empty <= kMaxEmptyRounds,
                           "%s: %u empty rounds in a row at now %llu, %zu timers left, earliest "
@@ -274,7 +275,7 @@ private:
             return;
         }
         uint64_t earliest = inside_.begin()->first.deadline;
-        if (heap_)
+        if (exact_)
             cr_assert(next == earliest, "%s: after %s: next_expiry %llu, earliest deadline %llu",
                       name(), after, (unsigned long long)next, (unsigned long long)earliest);
         else
@@ -290,7 +291,7 @@ private:
     const tl_timer_backend *b_ = nullptr;
     void *self_ = nullptr;
     uint64_t now_;
-    bool heap_;
+    bool exact_;
     uint64_t seq_ = 0;
     std::map<Key, Item *> inside_;
     bool popped_any_ = false;

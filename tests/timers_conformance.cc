@@ -4,7 +4,8 @@
  * way for every registered backend by driving its vtable directly with
  * explicit `now` values (no clock, no loop), plus the registry.
  *
- * Heaps ("heap2", "heap4") must pop in exact (deadline, insertion) order;
+ * Backends with TL_TIMER_CAP_EXACT (the heaps) must pop in exact (deadline,
+ * insertion) order;
  * every other backend in tick order (ceil(deadline / tick) non-decreasing).
  * All must never pop early, must pop everything due (deadline <= now for
  * heaps, <= now rounded down to a tick for the others) before answering NULL,
@@ -27,7 +28,7 @@
 
 namespace {
 
-/* The order a drain must produce: exact (deadline, seq) for heaps. For the
+/* The order a drain must produce: exact (deadline, seq) for exact backends. For the
  * others the harness already checked tick order; compare as sets. */
 void expect_popped(const Harness &h, std::vector<Item *> got, std::vector<Item *> want) {
     auto by_key = [](const Item *a, const Item *b) {
@@ -35,7 +36,7 @@ void expect_popped(const Harness &h, std::vector<Item *> got, std::vector<Item *
                                                       : a->seq < b->seq;
     };
     std::sort(want.begin(), want.end(), by_key);
-    if (!h.heap()) {
+    if (!h.exact()) {
         std::sort(got.begin(), got.end(), by_key);
     }
     cr_assert(got.size() == want.size(), "%s: popped %zu timers, expected %zu", h.name(),
@@ -112,7 +113,7 @@ BACKEND_TEST(timers, equal_deadlines_fire_in_start_order) {
             h.insert(items[i], i % 3 == 2 ? start + (i % 20) * kTick + 5 : same);
         std::vector<Item *> got = h.drain_all();
         expect_popped(h, got, pointers(items));
-        if (h.heap()) {
+        if (h.exact()) {
             /* Among equal deadlines, the order of insertion. */
             int last = -1;
             for (Item *it : got)
@@ -173,7 +174,7 @@ BACKEND_TEST(timers, reschedule_earlier_and_later_at_every_position) {
                 std::vector<Item *> got = h.drain_all();
                 expect_popped(h, got, want);
                 cr_assert(
-                    h.heap() || pos == kOnly ||
+                    h.exact() || pos == kOnly ||
                         (later ? got.back() == &items[target] : got.front() == &items[target]),
                     "%s: rescheduled %s timer %s not popped %s", p->name, kPositionNames[pos],
                     later ? "later" : "earlier", later ? "last" : "first");
@@ -190,7 +191,7 @@ BACKEND_TEST(timers, reschedule_to_same_deadline_counts_as_new_start) {
         h.reschedule(items[2], same);
         std::vector<Item *> got = h.drain_all();
         expect_popped(h, got, pointers(items));
-        if (h.heap()) {
+        if (h.exact()) {
             const int order[] = {1, 3, 0, 2};
             for (size_t i = 0; i < 4; ++i)
                 cr_assert(got[i]->id == order[i], "%s: tie %zu is timer %d, expected %d", p->name,
@@ -252,7 +253,7 @@ BACKEND_TEST(timers, deadline_uint64_max_is_never_early) {
         /* The progress rule still reaches them, at now == UINT64_MAX. */
         std::vector<Item *> rest = h.drain_all();
         cr_assert(rest.size() == 2, "%s: %zu of 2 UINT64_MAX timers popped", p->name, rest.size());
-        if (h.heap())
+        if (h.exact())
             cr_assert(rest[0] == &items[0] && rest[1] == &items[1], "%s: tie order at UINT64_MAX",
                       p->name);
     }
@@ -275,7 +276,7 @@ BACKEND_TEST(timers, next_expiry_tracks_the_earliest_deadline) {
         Harness h(p->name, start);
         std::vector<Item> items = make_items(4);
         /* The harness checks next_expiry after every operation: exact for
-           heaps, never later than the earliest deadline for the others. */
+           exact backends, never later than the earliest deadline for the others. */
         h.insert(items[0], start + 900 * kTick + 9);
         h.insert(items[1], start + 30 * kTick + 1);
         h.insert(items[2], start + 2 * kTick);
@@ -365,8 +366,9 @@ BACKEND_TEST(timers, popped_timer_can_be_inserted_again) {
 namespace {
 
 /* A sorted doubly linked list: link[0] next, link[1] prev. Equal deadlines
- * keep insertion order. No reschedule, so the loop's remove + insert
- * fallback is exercised too. */
+ * keep insertion order, so it says TL_TIMER_CAP_EXACT and the harness holds
+ * it to the exact rules, as it does the heaps. No reschedule, so the loop's
+ * remove + insert fallback is exercised too. */
 struct SortedList {
     tl_timer *head = nullptr;
     tl_timer *tail = nullptr;
@@ -443,8 +445,8 @@ size_t list_count(void *self) {
 }
 
 const tl_timer_backend sorted_list_backend = {
-    "test_sorted_list", list_create,      list_destroy, list_insert, list_remove, nullptr,
-    list_next_expiry,   list_pop_expired, list_count,
+    "test_sorted_list", list_create,      list_destroy, list_insert,        list_remove, nullptr,
+    list_next_expiry,   list_pop_expired, list_count,   TL_TIMER_CAP_EXACT,
 };
 
 bool names_contain(const char *name) {
@@ -539,16 +541,49 @@ Test(timers, register_rejects_invalid_backends) {
     cr_assert(tl_timer_backend_names(nullptr, 0) == before, "a rejected backend was listed");
     cr_assert(tl_timer_backend_find("test_missing_function") == nullptr);
 
+    /* A capability this library does not know is a promise nobody checks. */
+    b = sorted_list_backend;
+    b.name = "test_unknown_caps";
+    b.caps = TL_TIMER_CAP_EXACT | 0x80000000u;
+    cr_assert(tl_timer_backend_register(&b) == -EINVAL, "unknown caps bit");
+    cr_assert(tl_timer_backend_find("test_unknown_caps") == nullptr);
+
     /* reschedule is optional (sorted_list_backend leaves it NULL). */
     static tl_timer_backend optional = sorted_list_backend;
     optional.name = "test_without_reschedule";
     cr_assert(tl_timer_backend_register(&optional) == 0);
 }
 
+Test(timers, builtins_state_their_capabilities) {
+    /* The heaps promise exact order, the wheels tick order; tests and the
+       loop read this field, so it must say what the conformance suite checks. */
+    cr_assert(tl_timer_backend_find("heap2")->caps == TL_TIMER_CAP_EXACT);
+    cr_assert(tl_timer_backend_find("heap4")->caps == TL_TIMER_CAP_EXACT);
+    cr_assert(tl_timer_backend_find("wheel")->caps == 0);
+    cr_assert(tl_timer_backend_find("hwheel")->caps == 0);
+}
+
+Test(timers, custom_backend_without_caps_is_held_to_tick_order) {
+    /* The same structure registered with caps 0 (what a backend written
+       before the field existed gets): the harness checks the tick rules,
+       which an exact structure keeps too. */
+    static tl_timer_backend plain = sorted_list_backend;
+    plain.name = "test_sorted_list_plain";
+    plain.caps = 0;
+    cr_assert(tl_timer_backend_register(&plain) == 0);
+    Harness h(plain.name, kBigStart);
+    cr_assert(!h.exact());
+    std::vector<Item> items = make_items(100);
+    Rng rng{5};
+    for (Item &it : items) h.insert(it, kBigStart + rng.below(50 * kTick));
+    cr_assert(h.drain_all().size() == 100);
+}
+
 Test(timers, custom_backend_passes_the_harness) {
     /* The harness itself, on a backend whose order is known to be right. */
     cr_assert(tl_timer_backend_register(&sorted_list_backend) == 0);
     Harness h(sorted_list_backend.name, kBigStart);
+    cr_assert(h.exact(), "caps say exact: held to the heaps' rules");
     std::vector<Item> items = make_items(200);
     Rng rng{3};
     for (Item &it : items) h.insert(it, kBigStart + rng.below(100 * kTick));

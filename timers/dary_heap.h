@@ -141,7 +141,12 @@ class DaryHeap : public MallocNew {
     }
 
 public:
-    DaryHeap() = default;
+    /* Fires exactly at the deadline, ties in insertion order. */
+    static constexpr uint32_t kCaps = TL_TIMER_CAP_EXACT;
+    static bool accepts(const tl_timer_config &) noexcept { return true; }
+    DaryHeap(const tl_timer_config &, uint64_t) noexcept {}
+    /* The array grows on the first insert: nothing to allocate up front. */
+    bool allocate() noexcept { return true; }
     DaryHeap(const DaryHeap &) = delete;
     DaryHeap &operator=(const DaryHeap &) = delete;
     ~DaryHeap() { std::free(heap_); }
@@ -157,14 +162,6 @@ public:
         ++size_;
         sift_up(Root + size_ - 1, Entry{t->deadline, t});
         return 0;
-    }
-
-    /* Pre: t was just popped and nothing was inserted since (so growth is not
-       needed and its sequence number is still unique). Post: t inside again
-       at its old (deadline, insertion) rank: ties keep their start order. */
-    void put_back(tl_timer *t) noexcept {
-        ++size_;
-        sift_up(Root + size_ - 1, Entry{t->deadline, t});
     }
 
     /* Pre: t inside. Post: t not inside; the rest still a heap. */
@@ -215,38 +212,6 @@ public:
         }
         return nullptr;
     }
-
-    /* The vtable glue: one set of static functions per instantiation. */
-    struct Vtable {
-        static void *create(const tl_timer_config *, uint64_t) noexcept { return new DaryHeap(); }
-        static void destroy(void *self) noexcept { delete static_cast<DaryHeap *>(self); }
-        static int insert(void *self, tl_timer *t) noexcept {
-            return static_cast<DaryHeap *>(self)->insert(t);
-        }
-        static void remove(void *self, tl_timer *t) noexcept {
-            static_cast<DaryHeap *>(self)->remove(t);
-        }
-        static void reschedule(void *self, tl_timer *t, uint64_t deadline) noexcept {
-            static_cast<DaryHeap *>(self)->reschedule(t, deadline);
-        }
-        static uint64_t next_expiry(void *self) noexcept {
-            return static_cast<DaryHeap *>(self)->next_expiry();
-        }
-        static tl_timer *pop_expired(void *self, uint64_t now) noexcept {
-            return static_cast<DaryHeap *>(self)->pop_expired(now);
-        }
-        static size_t count(void *self) noexcept { return static_cast<DaryHeap *>(self)->count(); }
-        static void put_back(void *self, tl_timer *t) noexcept {
-            static_cast<DaryHeap *>(self)->put_back(t);
-        }
-        static const char *check(void *self) noexcept {
-            return static_cast<DaryHeap *>(self)->check();
-        }
-        static constexpr tl_timer_backend make(const char *name) noexcept {
-            return tl_timer_backend{name,       create,      destroy,     insert, remove,
-                                    reschedule, next_expiry, pop_expired, count};
-        }
-    };
 };
 
 /* The two built-in instantiations (heap2.cc and heap4.cc say why these). */

@@ -7,18 +7,15 @@
  * with 16-byte entries and a 64-byte-aligned array, siblings always share a
  * cache line, and a sift-down touches one line per level.
  */
+#include "backend_glue.h"
 #include "dary_heap.h"
 
 namespace tl::detail {
 
-const tl_timer_backend heap2_backend = Heap2::Vtable::make("heap2");
-
-void heap2_put_back(void *self, tl_timer *t) {
-    Heap2::Vtable::put_back(self, t);
-}
+const tl_timer_backend heap2_backend = make_backend<Heap2>("heap2");
 
 const char *heap2_check(void *self) {
-    return Heap2::Vtable::check(self);
+    return backend_check<Heap2>(self);
 }
 
 } // namespace tl::detail

@@ -9,18 +9,15 @@
  * multiple of four, so every sibling group is exactly one line (libev's
  * HEAP0 = DHEAP - 1 trick).
  */
+#include "backend_glue.h"
 #include "dary_heap.h"
 
 namespace tl::detail {
 
-const tl_timer_backend heap4_backend = Heap4::Vtable::make("heap4");
-
-void heap4_put_back(void *self, tl_timer *t) {
-    Heap4::Vtable::put_back(self, t);
-}
+const tl_timer_backend heap4_backend = make_backend<Heap4>("heap4");
 
 const char *heap4_check(void *self) {
-    return Heap4::Vtable::check(self);
+    return backend_check<Heap4>(self);
 }
 
 } // namespace tl::detail

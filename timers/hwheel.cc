@@ -56,6 +56,7 @@
  */
 #include <cerrno>
 
+#include "backend_glue.h"
 #include "slot_list.h"
 #include "timers.h"
 
@@ -255,10 +256,17 @@ class HWheel : public MallocNew {
     }
 
 public:
-    HWheel(uint64_t tick, uint64_t now) noexcept : div_(tick) {
+    /* Tick order only: a timer fires within the tick after its deadline. */
+    static constexpr uint32_t kCaps = 0;
+
+    static bool accepts(const tl_timer_config &cfg) noexcept { return cfg.tick_ns != 0; }
+
+    HWheel(const tl_timer_config &cfg, uint64_t now) noexcept : div_(cfg.tick_ns) {
         uint64_t r;
         cur_ = div_.floor(now, r);
     }
+    /* Everything is inside the object. */
+    bool allocate() noexcept { return true; }
 
     /* Pre: t not inside, t->deadline set (any value, even before now). Post:
        t inside, filed at the level and slot of its fire tick (ready if that
@@ -458,40 +466,12 @@ public:
     }
 };
 
-/* The vtable glue. */
-void *create(const tl_timer_config *cfg, uint64_t now) noexcept {
-    if (!cfg || cfg->tick_ns == 0) return nullptr;
-    return new HWheel(cfg->tick_ns, now);
-}
-void destroy(void *self) noexcept {
-    delete static_cast<HWheel *>(self);
-}
-int insert(void *self, tl_timer *t) noexcept {
-    return static_cast<HWheel *>(self)->insert(t);
-}
-void remove(void *self, tl_timer *t) noexcept {
-    static_cast<HWheel *>(self)->remove(t);
-}
-void reschedule(void *self, tl_timer *t, uint64_t deadline) noexcept {
-    static_cast<HWheel *>(self)->reschedule(t, deadline);
-}
-uint64_t next_expiry(void *self) noexcept {
-    return static_cast<HWheel *>(self)->next_expiry();
-}
-tl_timer *pop_expired(void *self, uint64_t now) noexcept {
-    return static_cast<HWheel *>(self)->pop_expired(now);
-}
-size_t count(void *self) noexcept {
-    return static_cast<HWheel *>(self)->count();
-}
-
 } // namespace
 
-const tl_timer_backend hwheel_backend = {"hwheel",   create,      destroy,     insert, remove,
-                                         reschedule, next_expiry, pop_expired, count};
+const tl_timer_backend hwheel_backend = make_backend<HWheel>("hwheel");
 
 const char *hwheel_check(void *self) {
-    return static_cast<HWheel *>(self)->check();
+    return backend_check<HWheel>(self);
 }
 
 } // namespace tl::detail

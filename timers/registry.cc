@@ -14,6 +14,7 @@
 #include <pthread.h>
 
 #include "timers.h"
+#include "wheel_core.h"
 
 namespace tl::detail {
 namespace {
@@ -62,6 +63,11 @@ const tl_timer_backend *find_locked(const char *name) {
 
 } // namespace
 
+tl_timer_config timer_config(uint64_t tick_ns, uint32_t wheel_slots) noexcept {
+    return tl_timer_config{tick_ns ? tick_ns : kDefaultTickNs,
+                           wheel_slots ? wheel_slots : kDefaultWheelSlots};
+}
+
 const char *check_failed(const char *fmt, ...) {
     static thread_local char message[256];
     va_list ap;
@@ -81,6 +87,8 @@ TL_API int tl_timer_backend_register(const tl_timer_backend *b) {
     if (!b || !b->name || !b->create || !b->destroy || !b->insert || !b->remove ||
         !b->next_expiry || !b->pop_expired || !b->count)
         return -EINVAL;
+    /* A bit this library does not know promises something it cannot check. */
+    if (b->caps & ~uint32_t(TL_TIMER_CAP_EXACT)) return -EINVAL;
     size_t len = std::strlen(b->name);
     if (len == 0 || len > kMaxNameLength) return -EINVAL;
     RegistryLock lock;

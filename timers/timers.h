@@ -61,23 +61,9 @@ const char *heap4_check(void *self);
 const char *wheel_check(void *self);
 const char *hwheel_check(void *self);
 
-/* Puts a timer that pop_expired just returned back where it was, before any
- * other insert. The built-in heaps keep its insertion rank (a tie with a
- * timer started after it still goes its way); the others insert it. Returns
- * 0 or insert's error. */
-void heap2_put_back(void *self, tl_timer *t);
-void heap4_put_back(void *self, tl_timer *t);
-inline int put_back(const tl_timer_backend *b, void *self, tl_timer *t) noexcept {
-    if (b == &heap4_backend) {
-        heap4_put_back(self, t);
-        return 0;
-    }
-    if (b == &heap2_backend) {
-        heap2_put_back(self, t);
-        return 0;
-    }
-    return b->insert(self, t);
-}
+/* The configuration a loop passes to create(): zeros in the loop options
+ * mean the wheels' defaults (wheel_core.h says why those). */
+tl_timer_config timer_config(uint64_t tick_ns, uint32_t wheel_slots) noexcept;
 
 /* Formats an invariant failure into a thread-local buffer (printf style). */
 const char *check_failed(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

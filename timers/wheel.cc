@@ -61,6 +61,7 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "backend_glue.h"
 #include "slot_list.h"
 #include "timers.h"
 
@@ -293,10 +294,19 @@ class Wheel : public MallocNew {
     }
 
 public:
-    Wheel(uint64_t tick, uint64_t slots, uint64_t now) noexcept
-        : tick_(tick), mask_(slots - 1), words_(slots >= 64 ? size_t(slots / 64) : 1),
-          max_tick_(UINT64_MAX / tick + (UINT64_MAX % tick != 0)), cur_(now / tick),
-          max_time_tick_(UINT64_MAX / tick), max_first_tick_((UINT64_MAX - 1) / tick) {}
+    /* Tick order only: a timer fires within the tick after its deadline. */
+    static constexpr uint32_t kCaps = 0;
+
+    static bool accepts(const tl_timer_config &cfg) noexcept {
+        uint64_t slots = cfg.wheel_slots;
+        return cfg.tick_ns != 0 && slots != 0 && (slots & (slots - 1)) == 0 && slots <= kMaxSlots;
+    }
+
+    Wheel(const tl_timer_config &cfg, uint64_t now) noexcept
+        : tick_(cfg.tick_ns), mask_(cfg.wheel_slots - 1),
+          words_(cfg.wheel_slots >= 64 ? size_t(cfg.wheel_slots / 64) : 1),
+          max_tick_(UINT64_MAX / tick_ + (UINT64_MAX % tick_ != 0)), cur_(now / tick_),
+          max_time_tick_(UINT64_MAX / tick_), max_first_tick_((UINT64_MAX - 1) / tick_) {}
     Wheel(const Wheel &) = delete;
     Wheel &operator=(const Wheel &) = delete;
     ~Wheel() {
@@ -500,47 +510,12 @@ public:
     }
 };
 
-/* The vtable glue. */
-void *create(const tl_timer_config *cfg, uint64_t now) noexcept {
-    if (!cfg || cfg->tick_ns == 0) return nullptr;
-    uint64_t slots = cfg->wheel_slots;
-    if (slots == 0 || (slots & (slots - 1)) != 0 || slots > kMaxSlots) return nullptr;
-    Wheel *w = new Wheel(cfg->tick_ns, slots, now);
-    if (w && !w->allocate()) {
-        delete w;
-        w = nullptr;
-    }
-    return w;
-}
-void destroy(void *self) noexcept {
-    delete static_cast<Wheel *>(self);
-}
-int insert(void *self, tl_timer *t) noexcept {
-    return static_cast<Wheel *>(self)->insert(t);
-}
-void remove(void *self, tl_timer *t) noexcept {
-    static_cast<Wheel *>(self)->remove(t);
-}
-void reschedule(void *self, tl_timer *t, uint64_t deadline) noexcept {
-    static_cast<Wheel *>(self)->reschedule(t, deadline);
-}
-uint64_t next_expiry(void *self) noexcept {
-    return static_cast<Wheel *>(self)->next_expiry();
-}
-tl_timer *pop_expired(void *self, uint64_t now) noexcept {
-    return static_cast<Wheel *>(self)->pop_expired(now);
-}
-size_t count(void *self) noexcept {
-    return static_cast<Wheel *>(self)->count();
-}
-
 } // namespace
 
-const tl_timer_backend wheel_backend = {"wheel",    create,      destroy,     insert, remove,
-                                        reschedule, next_expiry, pop_expired, count};
+const tl_timer_backend wheel_backend = make_backend<Wheel>("wheel");
 
 const char *wheel_check(void *self) {
-    return static_cast<Wheel *>(self)->check();
+    return backend_check<Wheel>(self);
 }
 
 } // namespace tl::detail

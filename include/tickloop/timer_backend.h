@@ -9,9 +9,14 @@
  *
  * Rules every backend keeps (the conformance suite checks them):
  * - pop_expired(now) never returns a timer whose deadline is > now. It returns
- *   every timer whose deadline is <= now (heaps), or <= now rounded down to a
- *   multiple of tick_ns (wheels). A returned timer is no longer inside. Heaps
- *   return in (deadline, insertion) order; wheels in tick order.
+ *   every timer whose deadline is <= now rounded down to a multiple of tick_ns,
+ *   in tick order (ceil(deadline / tick_ns) non-decreasing). A returned timer
+ *   is no longer inside.
+ * - A backend that says more in `caps` keeps that too: TL_TIMER_CAP_EXACT
+ *   (the built-in heaps) means every timer with deadline <= now, in
+ *   (deadline, insertion) order, and next_expiry() is the earliest deadline.
+ *   The loop, the conformance suite and the tests read `caps`, never a
+ *   backend's name.
  * - next_expiry() is a time before which pop_expired can return nothing, and
  *   pop_expired(t) for t >= next_expiry() makes progress: it returns a timer or
  *   advances internal state so that repeating the pair reaches every timer
@@ -38,6 +43,17 @@ typedef struct tl_timer_config {
     uint32_t wheel_slots; /* single-level wheel size, a power of two                  */
 } tl_timer_config;
 
+/* tl_timer_backend::caps bits: what a backend guarantees beyond the rules
+ * above. Zero, the value a backend written before `caps` existed gets, is
+ * the tick-order rule. */
+enum {
+    /* Fires exactly at the deadline: pop_expired(now) returns every timer
+       whose deadline is <= now (no tick rounding), in (deadline, insertion)
+       order, where a reschedule counts as an insertion; next_expiry() is the
+       earliest deadline inside, exactly. */
+    TL_TIMER_CAP_EXACT = 1u << 0
+};
+
 typedef struct tl_timer_backend {
     const char *name;
     /* A new, empty structure whose time starts at now; NULL on failure. */
@@ -57,11 +73,13 @@ typedef struct tl_timer_backend {
     /* One due timer, or NULL. */
     tl_timer *(*pop_expired)(void *self, uint64_t now);
     size_t (*count)(void *self);
+    /* TL_TIMER_CAP_* bits; 0: tick order only. */
+    uint32_t caps;
 } tl_timer_backend;
 
 /* Adds b to the registry under b->name; b must stay valid for the life of the
  * process (a static const object). Returns 0, -EINVAL (NULL, empty or over-long
- * name, a required function pointer is NULL), -EEXIST (name taken), or
+ * name, a required function pointer is NULL, an unknown caps bit), -EEXIST (name taken), or
  * -ENOSPC (registry full). Any thread. */
 TL_API int tl_timer_backend_register(const tl_timer_backend *b);
 

@@ -60,10 +60,6 @@ static uint64_t mono_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static int is_heap(const char *name) {
-    return strncmp(name, "heap", 4) == 0;
-}
-
 static tl_loop *new_loop(const char *timers) {
     tl_loop_options opts;
     tl_loop_options_init(&opts);
@@ -128,7 +124,7 @@ static void record_check(const struct record *r) {
     for (size_t i = 0; i < r->n; i++)
         cr_assert_eq(r->seen[i], 1, "%s: timer %zu fired %d times", r->backend, i, r->seen[i]);
     cr_assert_eq(r->early, 0, "%s: %zu timers fired early", r->backend, r->early);
-    if (is_heap(r->backend))
+    if (backend_exact(r->backend))
         cr_assert_eq(r->order_breaks, 0, "%s: %zu callbacks out of (deadline, start) order",
                      r->backend, r->order_breaks);
 }
@@ -250,7 +246,7 @@ static int child_without_pwait2(const char *backend) {
     for (size_t i = 0; i < 50; i++)
         if (r.seen[i] != 1) return 15;
     if (r.early) return 16;
-    if (is_heap(backend) && r.order_breaks) return 17;
+    if (backend_exact(backend) && r.order_breaks) return 17;
     tl_loop_stats st;
     tl_loop_stats_get(loop, &st);
     /* Rounding the wait up to whole milliseconds: about one wakeup per ms of
@@ -294,7 +290,7 @@ static int child_without_timerfd(const char *backend) {
     for (size_t i = 0; i < 50; i++)
         if (r.seen[i] != 1) return 15;
     if (r.early) return 16;
-    if (is_heap(backend) && r.order_breaks) return 17;
+    if (backend_exact(backend) && r.order_breaks) return 17;
     tl_loop_stats st;
     tl_loop_stats_get(loop, &st);
     if (st.iterations > 200) return 18;
@@ -939,7 +935,7 @@ static void on_start_two(tl_loop *loop, tl_timer *t) {
  * the heaps owe them start order. The dispatch pops A, finds it fresh and puts
  * it back; it used to get a new insertion number there and run after B. */
 BACKEND_TEST(faults, fresh_restarts_keep_start_order) {
-    if (!is_heap(p->name)) cr_skip_test("wheels order by tick only");
+    if (!backend_exact(p->name)) cr_skip_test("wheels order by tick only");
     tl_loop *loop = new_loop(p->name);
     tl_timer starter;
     tl_timer_init(&fresh_a, on_fresh, NULL);

@@ -19,12 +19,13 @@
  *   t->deadline equals that value after every start;
  * - exact-once: a callback runs only for a timer the model holds active, and a
  *   one-shot is inactive (a repeat re-armed at dispatch time + repeat) in it;
- * - order: when a timer fires no active timer orders before it: heaps by
- *   (deadline, start order), wheels by tick;
+ * - order: when a timer fires no active timer orders before it: backends
+ *   with TL_TIMER_CAP_EXACT by (deadline, start order), others by tick;
  * - a timer (re)started during a dispatch does not run in that dispatch;
  * - nothing lost: after a one-iteration run whose dispatch was not cut short
- *   (max_timers_per_iteration, a wheel's same-tick restart), no timer that was
- *   due at the dispatch time is still active; at the end every near timer
+ *   by max_timers_per_iteration, no timer that was due at the dispatch time
+ *   (and not restarted during it) is still active, on every backend: the
+ *   dispatch collects everything due before running any callback; at the end every near timer
  *   fires in a bounded number of ONCE runs;
  * - bookkeeping: tl_loop_run's result, stats (timers_active, timers_fired,
  *   one iteration per NOWAIT/ONCE), tl_timer_active, -ENOSPC at max_timers,
@@ -70,12 +71,11 @@ struct Slot {
     uint64_t repeat;
     uint64_t seq;        /* start order */
     uint64_t started_in; /* 1 + iteration of the dispatch that armed it; 0: top level */
-    bool fresh;          /* armed in a dispatch already due: it runs next iteration */
 };
 
 struct Session {
     const char *backend;
-    bool heap;
+    bool exact; /* TL_TIMER_CAP_EXACT: (deadline, start) order */
     tl_loop_options opts;
     uint32_t cap; /* max_timers_per_iteration in effect */
     tl_loop *loop = nullptr;
@@ -92,7 +92,6 @@ struct Session {
     uint64_t dispatch_iter = 0; /* stats.iterations during that dispatch */
     uint64_t dispatch_now = 0;  /* tl_now at its first callback */
     uint64_t dispatch_fired = 0;
-    bool wheel_fresh = false; /* a due restart may have cut the dispatch short */
 };
 
 uint64_t tick_of(uint64_t deadline, uint64_t tick) {
@@ -118,13 +117,12 @@ uint64_t current_dispatch(Session &s) {
         s.dispatch_iter = iter;
         s.dispatch_now = tl_now(s.loop);
         s.dispatch_fired = 0;
-        s.wheel_fresh = false;
     }
     return iter + 1;
 }
 
 bool orders_before(const Session &s, const Slot &a, const Slot &b) {
-    if (s.heap) return a.deadline != b.deadline ? a.deadline < b.deadline : a.seq < b.seq;
+    if (s.exact) return a.deadline != b.deadline ? a.deadline < b.deadline : a.seq < b.seq;
     return tick_of(a.deadline, tick_ns(s)) < tick_of(b.deadline, tick_ns(s));
 }
 
@@ -192,8 +190,7 @@ uint64_t decode_repeat(fuzz::Input &in) {
 }
 
 /* Arms the model after a successful (re)start. */
-void armed(Session &s, Slot &slot, uint64_t deadline, uint64_t timeout, uint64_t repeat,
-           bool by_start = true) {
+void armed(Session &s, Slot &slot, uint64_t deadline, uint64_t timeout, uint64_t repeat) {
     if (!slot.active) ++s.active;
     slot.active = true;
     slot.deadline = deadline;
@@ -201,13 +198,7 @@ void armed(Session &s, Slot &slot, uint64_t deadline, uint64_t timeout, uint64_t
     slot.repeat = repeat;
     slot.seq = ++s.seq;
     slot.started_in = 0;
-    slot.fresh = false;
-    if (s.in_run) {
-        slot.started_in = current_dispatch(s);
-        /* A due restart ends a wheel's dispatch early (loop/timer.cc). */
-        slot.fresh = by_start && deadline <= tl_now(s.loop);
-        if (slot.fresh) s.wheel_fresh = true;
-    }
+    if (s.in_run) slot.started_in = current_dispatch(s);
 }
 
 void start(Session &s, Slot &slot, uint64_t timeout, uint64_t repeat) {
@@ -375,7 +366,7 @@ void on_timer(tl_loop *loop, tl_timer *t) {
                    (unsigned long long)deadline);
         --s.active; /* armed() counts it again */
         slot.active = false;
-        armed(s, slot, deadline, slot.repeat, slot.repeat, false);
+        armed(s, slot, deadline, slot.repeat, slot.repeat);
     } else {
         FUZZ_CHECK(!tl_timer_active(t), "%s: one-shot timer %u still active in its callback",
                    s.backend, slot.id);
@@ -420,8 +411,8 @@ void run(Session &s, tl_run_mode mode) {
        cut short. Without a callback nothing moved tl_now since the dispatch. */
     bool ran = s.dispatch_seen && s.dispatch_iter == before.iterations;
     uint64_t now = ran ? s.dispatch_now : tl_now(s.loop);
-    if (ran && (s.dispatch_fired >= s.cap || (!s.heap && s.wheel_fresh))) return;
-    uint64_t bound = s.heap ? now : now / tick_ns(s) * tick_ns(s);
+    if (ran && s.dispatch_fired >= s.cap) return;
+    uint64_t bound = s.exact ? now : now / tick_ns(s) * tick_ns(s);
     for (const Slot &slot : s.slots)
         FUZZ_CHECK(!slot.active || slot.started_in == before.iterations + 1 ||
                        slot.deadline > bound,
@@ -493,7 +484,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (size_t i = 0; i < n; ++i) {
         Session s;
         s.backend = names[i];
-        s.heap = std::strncmp(names[i], "heap", 4) == 0;
+        const tl_timer_backend *b = tl_timer_backend_find(names[i]);
+        s.exact = b && (b->caps & TL_TIMER_CAP_EXACT);
         run_session(s, data, size);
     }
     return 0;

@@ -9,15 +9,17 @@
  * next_expiry, one pop, a drain, a loop-style step to the earliest expiry, and
  * a probe just before next_expiry. After every operation, for every backend:
  * - tl_detail_timers_check() (the backend's invariant walker) returns NULL;
+ * - what to expect comes from the backend's caps: "exact" below is
+ *   TL_TIMER_CAP_EXACT (the heaps), "others" the tick-order rule;
  * - count() equals the model; next_expiry() is UINT64_MAX when empty, the
- *   earliest deadline for heaps, and never later than the earliest deadline
+ *   earliest deadline for exact backends, and never later than the earliest deadline
  *   for the others (the loop waits until next_expiry, so a later answer
  *   would make a timer late);
  * - a pop is never early (deadline <= now), returns a timer that is inside,
- *   heaps exactly the model's earliest (deadline, insertion), others in tick
+ *   exact backends exactly the model's earliest (deadline, insertion), others in tick
  *   order (ceil(deadline / tick) non-decreasing);
  * - once pop_expired(now) answers NULL nothing due is left: no deadline <= now
- *   (heaps) or <= floor(now / tick) * tick (others);
+ *   (exact) or <= floor(now / tick) * tick (others);
  * - pop_expired(t) returns nothing for t < min(next_expiry()).
  * At the end every backend is drained to empty by the progress rule
  * (now = next_expiry(), drain, repeat) with a bounded number of empty rounds:
@@ -50,10 +52,6 @@ constexpr unsigned kMaxOps = 4096;
    hierarchy of 6-bit levels (11), plus one. */
 constexpr unsigned kMaxEmptyRounds = 12;
 
-bool is_heap(const char *name) {
-    return std::strcmp(name, "heap2") == 0 || std::strcmp(name, "heap4") == 0;
-}
-
 uint64_t tick_of(uint64_t deadline, uint64_t tick) {
     return deadline / tick + (deadline % tick != 0);
 }
@@ -78,7 +76,7 @@ struct Key {
 class Subject {
 public:
     Subject(const tl_timer_backend *b, const tl_timer_config &cfg, uint64_t now)
-        : b_(b), cfg_(cfg), heap_(is_heap(b->name)), now_(now) {
+        : b_(b), cfg_(cfg), exact_((b->caps & TL_TIMER_CAP_EXACT) != 0), now_(now) {
         self_ = b_->create(&cfg_, now);
         FUZZ_CHECK(self_, "%s: create(tick %llu, slots %u, now %llu) failed", b_->name,
                    (unsigned long long)cfg.tick_ns, cfg.wheel_slots, (unsigned long long)now);
@@ -94,6 +92,7 @@ public:
     Subject &operator=(const Subject &) = delete;
 
     const char *name() const { return b_->name; }
+    bool exact() const { return exact_; }
     bool inside(unsigned id) const { return nodes_[id].inside; }
     uint64_t deadline(unsigned id) const { return nodes_[id].timer.deadline; }
     size_t size() const { return model_.size(); }
@@ -178,7 +177,7 @@ public:
         FUZZ_CHECK(found != model_.end() && found->id == n.id,
                    "%s: popped timer %u has deadline %llu, the model has it elsewhere", name(),
                    n.id, (unsigned long long)t->deadline);
-        if (heap_)
+        if (exact_)
             FUZZ_CHECK(found == model_.begin(),
                        "%s: popped timer %u (deadline %llu, seq %llu) but timer %u (%llu, %llu) "
                        "comes first",
@@ -218,7 +217,7 @@ public:
             drain(std::max(now_, next));
             if (model_.size() == before) {
                 ++empty;
-                FUZZ_CHECK(!heap_ && empty <= kMaxEmptyRounds,
+                FUZZ_CHECK(!exact_ && empty <= kMaxEmptyRounds,
                            "%s: %u empty rounds in a row at now %llu (next_expiry %llu), %zu "
                            "timers left, earliest %llu: no progress",
                            name(), empty, (unsigned long long)now_, (unsigned long long)next,
@@ -234,7 +233,7 @@ public:
 
 private:
     uint64_t due_bound(uint64_t now) const {
-        return heap_ ? now : now / cfg_.tick_ns * cfg_.tick_ns;
+        return exact_ ? now : now / cfg_.tick_ns * cfg_.tick_ns;
     }
 
     void check(const char *after) {
@@ -250,7 +249,7 @@ private:
             return;
         }
         uint64_t earliest = model_.begin()->deadline;
-        if (heap_)
+        if (exact_)
             FUZZ_CHECK(next == earliest, "%s: after %s: next_expiry %llu, earliest deadline %llu",
                        name(), after, (unsigned long long)next, (unsigned long long)earliest);
         else
@@ -262,7 +261,7 @@ private:
     const tl_timer_backend *b_;
     tl_timer_config cfg_;
     void *self_ = nullptr;
-    bool heap_;
+    bool exact_;
     uint64_t now_;
     uint64_t seq_ = 0;
     Node nodes_[kTimers];
@@ -420,9 +419,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         }
         /* Lockstep: the model sizes agree wherever the rules force them to
-           (heaps pop exactly the same timers). */
+           (exact backends pop exactly the same timers). */
         for (auto &s : subjects)
-            if (is_heap(s->name()) && is_heap(first.name()))
+            if (s->exact() && first.exact())
                 FUZZ_CHECK(s->size() == first.size(), "%s holds %zu timers, %s %zu", s->name(),
                            s->size(), first.name(), first.size());
     }

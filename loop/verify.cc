@@ -1,0 +1,116 @@
+/*
+ * The loop's invariant walker, compiled into debug builds only (NDEBUG
+ * removes every call and this file's body): loop_internal.h says when it
+ * runs. It checks what the loop itself owns; each timer backend's check()
+ * walks the backend's structure.
+ *
+ * Invariants of the loop's state:
+ * - Ready list: empty outside timers_dispatch; inside it, a NULL-terminated
+ *   list whose next/prev links agree, head's prev and tail's next NULL, every
+ *   member TIMER_ACTIVE | TIMER_QUEUED and owned by this loop, ready_count
+ *   members.
+ * - Timers: backend count + ready_count never exceeds active_handles (every
+ *   active timer is a handle the loop counts).
+ * - fd table: a watcher at fds[i] watches fd i, is IO_ACTIVE and belongs to
+ *   this loop.
+ * - Async and signal lists: next/prev links agree, each member belongs to
+ *   this loop, and the dispatch cursors point into their list (or are NULL).
+ */
+#ifndef NDEBUG
+#include <cstdio>
+#include <cstdlib>
+
+#include "loop_internal.h"
+#include "timers/timers.h"
+
+namespace tl::detail {
+namespace {
+
+[[noreturn]] void fail(const char *where, const char *what) noexcept {
+    std::fprintf(stderr, "tickloop: invariant broken after %s: %s\n", where, what);
+    std::abort();
+}
+
+void verify_ready(const tl_loop *loop, const char *where) noexcept {
+    uint64_t seen = 0;
+    const tl_timer *prev = nullptr;
+    for (const tl_timer *t = loop->ready_head; t;
+         prev = t, t = reinterpret_cast<const tl_timer *>(t->link[0])) {
+        if (++seen > loop->ready_count) fail(where, "ready list longer than ready_count");
+        if (reinterpret_cast<const tl_timer *>(t->link[1]) != prev)
+            fail(where, "ready list prev link broken");
+        if ((t->flags & TIMER_STATE) != TIMER_STATE) fail(where, "ready timer not active+queued");
+        if (t->reserved != loop->id) fail(where, "ready timer owned by another loop");
+    }
+    if (prev != loop->ready_tail) fail(where, "ready list tail is not its last timer");
+    if (seen != loop->ready_count) fail(where, "ready list shorter than ready_count");
+}
+
+template <class Node>
+void verify_list(const tl_loop *loop, const Node *head, const Node *cursor, const char *where,
+                 const char *name) noexcept {
+    bool cursor_seen = cursor == nullptr;
+    const Node *prev = nullptr;
+    for (const Node *n = head; n; prev = n, n = n->next) {
+        if (n->prev != prev) {
+            static thread_local char msg[96];
+            std::snprintf(msg, sizeof msg, "%s list prev link broken", name);
+            fail(where, msg);
+        }
+        if (n->loop != loop) fail(where, "list member owned by another loop");
+        if (n == cursor) cursor_seen = true;
+    }
+    if (!cursor_seen) fail(where, "dispatch cursor outside its list");
+}
+
+template <class Node>
+void verify_ordered(const tl_loop *loop, const OrderedList<Node> &list, const char *where,
+                    const char *name) noexcept {
+    verify_list(loop, list.head, list.cursor, where, name);
+    const Node *last = list.head;
+    while (last && last->next) last = last->next;
+    if (last != list.tail) fail(where, "start-ordered list tail is not its last node");
+}
+
+} // namespace
+
+void loop_verify(tl_loop *loop, const char *where) noexcept {
+    /* O(1) checks, every time. */
+    if ((loop->ready_head == nullptr) != (loop->ready_count == 0) ||
+        (loop->ready_tail == nullptr) != (loop->ready_count == 0))
+        fail(where, "ready list ends disagree with ready_count");
+    if (loop->ready_head && (loop->ready_head->link[1] || loop->ready_tail->link[0]))
+        fail(where, "ready list not NULL-terminated");
+    uint64_t timers = timers_active(loop);
+    if (timers > loop->active_handles) fail(where, "more active timers than active handles");
+
+    /* The walks are O(timers + fds): every operation while small, then
+       amortised to a bounded cost per operation (loop_internal.h). */
+    uint64_t size = loop->timer_backend->count(loop->timers) + loop->ready_count + loop->fds_size;
+    if (size > kVerifyEveryOpUpTo && ++loop->verify_ops < size) return;
+    loop->verify_ops = 0;
+    verify_ready(loop, where);
+    for (size_t fd = 0; fd < loop->fds_size; ++fd) {
+        const tl_io *w = loop->fds[fd];
+        if (!w) continue;
+        if (w->fd < 0 || size_t(w->fd) != fd) fail(where, "fd table entry watches another fd");
+        if (!(w->flags & IO_ACTIVE)) fail(where, "fd table holds an inactive watcher");
+    }
+    verify_ordered(loop, loop->asyncs, where, "async");
+    for (const auto &hooks : loop->hooks) verify_ordered(loop, hooks, where, "hook");
+    verify_list(loop, loop->signals, loop->signal_cursor, where, "signal");
+    if (const char *broken = tl_detail_timers_check(loop->timer_backend, loop->timers))
+        fail(where, broken);
+}
+
+void check_popped(tl_loop *loop, const tl_timer *t, uint64_t now, bool first) noexcept {
+    if (t->deadline > now) fail("pop_expired", "the backend returned a timer before its deadline");
+    if (loop->timer_backend->caps & TL_TIMER_CAP_EXACT) {
+        if (!first && t->deadline < loop->last_pop_deadline)
+            fail("pop_expired", "an exact backend returned deadlines out of order");
+        loop->last_pop_deadline = t->deadline;
+    }
+}
+
+} // namespace tl::detail
+#endif
