@@ -710,7 +710,7 @@ std::string us(int64_t ns);
 
 /* One wait length: every row waits `count` lone timers of that length, one
    after the other. The rows run side by side, one thread (libevent: one
-   helper process) each, started 20 ms in and 97 us apart so that their wake-ups seldom
+   helper process) each, started 20 ms in and spread out so that their wake-ups seldom
    coincide: the sweep is mostly sleep, and running the rows in turn would
    take 15 rows x 14 s. */
 std::vector<Result> run_sweep(const Options &opt, const std::vector<TlConfig> &configs,
@@ -745,6 +745,10 @@ std::vector<Result> run_sweep(const Options &opt, const std::vector<TlConfig> &c
             q.libevent_precise = precise;
             return libevent_run(opt, "sweep", 0, &q); /* the helper waits the offset */
         });
+    /* Rows wake `spacing` apart: 1/64 of the wait, within [97 us, 5 ms]. At
+       a fixed 97 us the 16 rows of a 5 s wait woke within 1.5 ms and queued
+       for the 2 CPUs, which showed as lateness of the later rows. */
+    uint64_t spacing = std::min<uint64_t>(std::max<uint64_t>(len.ns / 64, 97 * kUs), 5 * kMs);
     std::vector<std::vector<Result>> got(rows.size());
     std::vector<std::thread> threads;
     for (size_t i = 0; i < rows.size(); ++i) {
@@ -752,7 +756,7 @@ std::vector<Result> run_sweep(const Options &opt, const std::vector<TlConfig> &c
         p.sweep_ns = len.ns;
         p.sweep_count = count;
         /* 20 ms first: thread and helper start-up stays out of the waits. */
-        p.sweep_offset_ns = 20 * kMs + i * 97 * kUs;
+        p.sweep_offset_ns = 20 * kMs + i * spacing;
         threads.emplace_back([&, i, p] { got[i] = rows[i](p); });
     }
     for (std::thread &t : threads) t.join();
