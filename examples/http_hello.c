@@ -51,6 +51,8 @@
 
 #include <tickloop/tickloop.h>
 
+#include "loop_new_error.h"
+
 #define MS ((uint64_t)1000000)
 
 enum {
@@ -525,7 +527,7 @@ static int worker_setup(struct worker *w) {
     int r = tl_loop_new(&w->loop, &w->server->cfg.loop_options);
     if (r < 0) {
         w->loop = NULL;
-        fprintf(stderr, "http_hello: tl_loop_new: %s\n", tl_strerror(r));
+        report_loop_new_error("http_hello", r, w->server->cfg.loop_options.timers);
         return r;
     }
     if ((r = tl_async_start(w->loop, &w->stop, worker_on_stop, w)) < 0 ||
@@ -688,7 +690,7 @@ static int parse_args(int argc, char **argv, struct config *cfg) {
         } else if (strcmp(opt, "--io") == 0 && strcmp(val, "auto") == 0) {
             cfg->loop_options.io = TL_IO_AUTO;
         } else if (strcmp(opt, "--timers") == 0) {
-            cfg->loop_options.timers = val; /* an unknown name: tl_loop_new says -ENOENT */
+            cfg->loop_options.timers = val; /* an unknown name: loop_new_error.h says so */
         } else {
             fprintf(stderr, "%s: bad option or value: %s %s\n", argv[0], opt, val);
             return -1;
@@ -716,7 +718,7 @@ int main(int argc, char **argv) {
 
     int r = tl_loop_new(&s.loop, &s.cfg.loop_options);
     if (r < 0) {
-        fprintf(stderr, "http_hello: tl_loop_new: %s\n", tl_strerror(r));
+        report_loop_new_error("http_hello", r, s.cfg.loop_options.timers);
         return 1;
     }
     if ((r = tl_signal_start(s.loop, &s.sigint, SIGINT, on_signal, &s)) < 0 ||

@@ -128,10 +128,15 @@ public:
        first use where it is not the backend's own; a negative errno if that
        fails. */
     virtual int poll_fd() noexcept = 0;
-    /* True while requests are queued that the kernel has not been handed yet
-       (io_uring's SQEs and re-arms ride on the next wait): a host polling
-       poll_fd() would not see their completions, so tl_loop_timeout says 0. */
-    virtual bool has_unsubmitted() const noexcept { return false; }
+    /* True while a host must not block on poll_fd(): requests queued that
+       the kernel has not been handed yet (io_uring's SQEs and re-arms ride on
+       the next wait), or completions already waiting for an iteration (in
+       the CQ, or as deferred task work) whose signal the loop may have
+       drained. tl_loop_timeout then flushes, and says 0 if that leaves any. */
+    virtual bool needs_enter() const noexcept { return false; }
+    /* Hands queued requests to the kernel without waiting. 0 or a negative
+       errno. */
+    virtual int flush() noexcept { return 0; }
     /* Waits until the absolute CLOCK_MONOTONIC time deadline_ns at most
        (UINT64_MAX: no limit; 0, or any time already past: never blocks) and
        stores up to cap ready events in out. Returns their number, -EINTR if a
@@ -294,6 +299,12 @@ int async_fork(tl_loop *loop) noexcept;
 int signal_fork(tl_loop *loop) noexcept;
 /* fd-table slot for an fd (grows the table); used by the fork steps. */
 int io_reserve_fd(tl_loop *loop, int fd) noexcept;
+
+/* The loop's invariant walker (tests call it; libev's ev_verify): the fd
+   table, the async, signal and hook lists against the handle counts and the
+   start order. nullptr if they hold, else what broke. Hidden, like
+   tl_detail_timers_check. */
+extern "C" const char *tl_detail_loop_check(const tl_loop *loop) noexcept;
 
 /* Every activation and deactivation of a handle goes through these, so that
    tl_loop_alive (a referenced handle active) is one comparison. */
