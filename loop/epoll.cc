@@ -66,6 +66,15 @@ namespace {
  * low half and a generation other than 0), never reported to the loop. */
 constexpr uint64_t kTimerTag = UINT64_MAX >> 32;
 
+/* Puts the timerfd in the set, edge-triggered (never read: see the top). */
+int timer_fd_add(int epfd, int tfd) noexcept {
+    struct epoll_event ev;
+    std::memset(&ev, 0, sizeof ev);
+    ev.events = EPOLLIN | EPOLLET;
+    ev.data.u64 = kTimerTag;
+    return epoll_ctl(epfd, EPOLL_CTL_ADD, tfd, &ev) < 0 ? -errno : 0;
+}
+
 class EpollBackend final : public IoBackend {
 public:
     EpollBackend(tl_loop *loop, int epfd, int timer_fd, bool use_pwait2) noexcept
@@ -175,15 +184,15 @@ private:
         if (epfd < 0) return -errno;
         int r = dup3(epfd, epfd_, O_CLOEXEC) < 0 ? -errno : 0;
         close(epfd);
-        if (r < 0 || timer_fd_ < 0) return r;
-        /* The set's own member, the deadline timerfd, goes in first. Armed
-           or not, the next timed wait arms it again. */
-        struct epoll_event ev;
-        std::memset(&ev, 0, sizeof ev);
-        ev.events = EPOLLIN | EPOLLET;
-        ev.data.u64 = kTimerTag;
-        armed_ns_ = 0;
-        return epoll_ctl(epfd_, EPOLL_CTL_ADD, timer_fd_, &ev) < 0 ? -errno : 0;
+        /* The set's own member, the deadline timerfd, joins the new set (the
+           caller re-adds the registry); if it cannot, timed waits become
+           relative. */
+        if (r == 0 && timer_fd_ >= 0 && timer_fd_add(epfd_, timer_fd_) < 0) {
+            close(timer_fd_);
+            timer_fd_ = -1;
+        }
+        armed_ns_ = 0; /* an expiry queued in the old set is gone: arm again */
+        return r;
     }
 
     /* An event whose tag names no registration comes from one that
@@ -230,11 +239,7 @@ int timer_fd_create(int epfd) noexcept {
     if (env_is_zero("TICKLOOP_EPOLL_TIMERFD")) return -1;
     int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     if (tfd < 0) return -1;
-    struct epoll_event ev;
-    std::memset(&ev, 0, sizeof ev);
-    ev.events = EPOLLIN | EPOLLET;
-    ev.data.u64 = kTimerTag;
-    if (epoll_ctl(epfd, EPOLL_CTL_ADD, tfd, &ev) < 0) {
+    if (timer_fd_add(epfd, tfd) < 0) {
         close(tfd);
         return -1;
     }

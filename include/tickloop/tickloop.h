@@ -101,7 +101,7 @@ TL_API void tl_loop_options_init(tl_loop_options *opts);
 
 /* Creates a loop. opts may be NULL (defaults). On success stores the loop in
  * *out and returns 0. Errors: -EINVAL (out NULL, bad io kind, wheel_slots not a
- * power of two, timer_slack_ns above 1 s, a reserved word not zero), -ENOENT (unknown timer
+ * power of two, a reserved word not zero, timer_slack_ns above 1 s), -ENOENT (unknown timer
  * backend name), -ENOSYS (io kind
  * not available in this build), -ENOMEM, or the kernel's errno from creating the poller (-EMFILE,
  * ...). Any thread; the loop is then used from one thread. */
