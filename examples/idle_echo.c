@@ -38,6 +38,8 @@
 
 #include <tickloop/tickloop.h>
 
+#include "loop_new_error.h"
+
 #define MS ((uint64_t)1000000)
 
 enum {
@@ -296,9 +298,18 @@ int main(int argc, char **argv) {
         } else if (val && strcmp(opt, "--io") == 0 && strcmp(val, "auto") == 0) {
             opts.io = TL_IO_AUTO;
         } else if (val && strcmp(opt, "--timers") == 0) {
-            opts.timers = val; /* an unknown name: tl_loop_new says -ENOENT */
+            opts.timers = val; /* an unknown name: loop_new_error.h says so */
         } else {
-            fprintf(stderr, "%s: bad option or value: %s %s\n", argv[0], opt, val ? val : "");
+            static const char *const known[] = {"--port", "--idle-ms", "--io", "--timers"};
+            int is_known = 0;
+            for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
+                if (strcmp(opt, known[k]) == 0) is_known = 1;
+            if (!is_known)
+                fprintf(stderr, "%s: unknown option: %s\n", argv[0], opt);
+            else if (!val)
+                fprintf(stderr, "%s: %s needs a value\n", argv[0], opt);
+            else
+                fprintf(stderr, "%s: bad value for %s: %s\n", argv[0], opt, val);
             usage(stderr, argv[0]);
             return 2;
         }
@@ -314,7 +325,7 @@ int main(int argc, char **argv) {
     }
     int r = tl_loop_new(&s.loop, &opts);
     if (r < 0) {
-        fprintf(stderr, "idle_echo: tl_loop_new: %s\n", tl_strerror(r));
+        report_loop_new_error("idle_echo", r, opts.timers);
         return 1;
     }
     tl_io_init(&s.listener, s.listen_fd, on_accept, &s);

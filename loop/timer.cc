@@ -157,6 +157,7 @@ uint64_t timers_dispatch(tl_loop *loop) noexcept {
         while (tl_timer *t = loop->ready.head) {
             loop->ready.unlink(t);
             t->flags &= ~TIMER_QUEUED;
+            lateness_record(loop->lateness, now, t->deadline);
             if (t->repeat) {
                 /* Re-armed before the callback (the contract), so the callback
                    sees it active and may stop or restart it. now + repeat is
