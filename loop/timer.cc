@@ -163,7 +163,11 @@ uint64_t timers_dispatch(tl_loop *loop) noexcept {
                    sees it active and may stop or restart it. now + repeat is
                    beyond the dispatch: never deferred. */
                 t->deadline = sat_add(now, t->repeat);
-                if (b->insert(loop->timers, t) < 0) deactivate(loop, t);
+                if (b->insert(loop->timers, t) < 0) {
+                    /* It runs this once more, then is inactive: say so. */
+                    ++loop->stats.timers_rearm_failed;
+                    deactivate(loop, t);
+                }
             } else {
                 deactivate(loop, t);
             }
