@@ -18,7 +18,8 @@
  *   for a while on a timer;
  * - signals handled by the main thread's loop (tl_signal), which stops the
  *   workers with tl_async; every handle is stopped and every loop freed, the
- *   statistics are printed, and the process exits 0.
+ *   statistics are printed (with each loop's timer lateness from
+ *   tl_loop_lateness), and the process exits 0.
  *
  *   http_hello [--port N] [--bind ADDR] [--threads N] [--idle-ms N]
  *              [--header-ms N] [--io epoll|io_uring|auto] [--timers NAME] [--help]
@@ -125,6 +126,7 @@ struct worker {
     /* Counters, read by the main thread after the worker has finished. */
     uint64_t accepted, requests, idle_closed, header_closed, shed, accept_pauses;
     tl_loop_stats stats;
+    tl_lateness lateness; /* how late the loop ran the idle/header timers */
 };
 
 struct server {
@@ -553,6 +555,7 @@ static void *worker_main(void *arg) {
     if (w->loop) {
         worker_close_all(w);
         tl_loop_stats_get(w->loop, &w->stats);
+        tl_loop_lateness(w->loop, &w->lateness, 0);
         int r = tl_loop_free(w->loop);
         if (r < 0) {
             fprintf(stderr, "http_hello: tl_loop_free: %s\n", tl_strerror(r));
@@ -784,6 +787,14 @@ int main(int argc, char **argv) {
                (unsigned long long)w->accept_pauses, (unsigned long long)w->requests,
                (unsigned long long)w->stats.iterations, (unsigned long long)w->stats.empty_wakeups,
                (unsigned long long)w->stats.timers_fired, (unsigned long long)w->stats.io_events);
+        /* The loop's own view of its timers: wake-up time minus deadline. */
+        printf("worker %d: timer lateness (us, as the loop saw it): %llu fired, p50 %.1f, p90 "
+               "%.1f, p99 %.1f, p99.9 %.1f, max %.1f; timer wake-ups %llu (up to %llu timers "
+               "each)\n",
+               i, (unsigned long long)w->lateness.count, w->lateness.p50_ns / 1e3,
+               w->lateness.p90_ns / 1e3, w->lateness.p99_ns / 1e3, w->lateness.p999_ns / 1e3,
+               w->lateness.max_ns / 1e3, (unsigned long long)w->stats.timer_wakeups,
+               (unsigned long long)w->stats.max_timers_per_wakeup);
         connections += w->accepted;
         requests += w->requests;
         if (w->setup_err < 0 || w->exit_err < 0) s.exit_code = 1;

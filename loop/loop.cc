@@ -7,8 +7,8 @@
  *   2. timeout = 0 (NOWAIT, stop requested, an IDLE hook active, nothing
  *      referenced left, a timer already due) or the time to the timer
  *      backend's next_expiry, or "forever" with no timer;
- *   3. wait in the I/O backend, at most timeout, with nanosecond resolution;
- *      EINTR re-waits for what remains of the same deadline;
+ *   3. wait in the I/O backend until the absolute deadline (now + timeout),
+ *      with no slack; EINTR re-waits for the same deadline;
  *   4. read the clock once into the cached `now`;
  *   5. run every due timer, then the I/O callbacks of the events collected;
  *   6. run the CHECK hooks.
@@ -125,19 +125,20 @@ int iterate(tl_loop *loop, tl_run_mode mode) noexcept {
     hooks_run(loop, TL_HOOK_IDLE);
     hooks_run(loop, TL_HOOK_PREPARE);
     uint64_t timeout = idled ? 0 : wait_timeout(loop, mode);
-    uint64_t wait_until = sat_add(loop->now, timeout);
+    /* The backends wait for the deadline itself (0: do not block). */
+    uint64_t deadline = timeout == 0 ? 0 : sat_add(loop->now, timeout);
     int n;
-    for (;;) {
-        n = loop->io->wait(timeout, loop->events, kMaxEvents);
-        if (n != -EINTR) break;
+    do {
         /* A signal handler interrupted the wait: wait out the same deadline. */
-        loop->now = clock_now();
-        if (timeout == UINT64_MAX) continue;
-        timeout = wait_until > loop->now ? wait_until - loop->now : 0;
-    }
+        n = loop->io->wait(deadline, loop->events, kMaxEvents);
+    } while (n == -EINTR);
     if (n < 0) return n;
     loop->now = clock_now();
     uint64_t ran = timers_dispatch(loop);
+    if (ran) {
+        ++loop->stats.timer_wakeups;
+        if (ran > loop->stats.max_timers_per_wakeup) loop->stats.max_timers_per_wakeup = ran;
+    }
     ran += io_dispatch(loop, n);
     hooks_run(loop, TL_HOOK_CHECK);
     TL_DEBUG_VERIFY(loop, "loop iteration");

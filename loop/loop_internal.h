@@ -8,8 +8,10 @@
 
 #include <csignal>
 #include <cstdint>
+#include <ctime>
 #include <pthread.h>
 
+#include "lateness.h"
 #include "tickloop/timer_backend.h"
 #include "timers/timers.h"
 
@@ -135,11 +137,30 @@ public:
     /* Hands queued requests to the kernel without waiting. 0 or a negative
        errno. */
     virtual int flush() noexcept { return 0; }
-    /* Waits at most timeout_ns (UINT64_MAX: no limit, 0: never blocks) and
+    /* Waits until the absolute CLOCK_MONOTONIC time deadline_ns at most
+       (UINT64_MAX: no limit; 0, or any time already past: never blocks) and
        stores up to cap ready events in out. Returns their number, -EINTR if a
-       signal handler interrupted the wait, or another negative errno. */
-    virtual int wait(uint64_t timeout_ns, ReadyEvent *out, int cap) noexcept = 0;
+       signal handler interrupted the wait, or another negative errno. An
+       absolute deadline lets the caller retry an interrupted wait with the
+       same argument: a retry can never extend it, and time spent between the
+       loop's clock read and the syscall (callbacks, preemption) never
+       lengthens a wait. */
+    virtual int wait(uint64_t deadline_ns, ReadyEvent *out, int cap) noexcept = 0;
 };
+
+/* A fresh CLOCK_MONOTONIC read, in ns. */
+inline uint64_t monotonic_ns() noexcept {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* For a backend that can only wait for a duration: what remains until
+   deadline_ns (finite, non-zero) from a fresh clock read, 0 if it passed. */
+inline uint64_t remaining_ns(uint64_t deadline_ns) noexcept {
+    uint64_t now = monotonic_ns();
+    return deadline_ns > now ? deadline_ns - now : 0;
+}
 
 int epoll_backend_create(IoBackend **out) noexcept;
 /* -ENOSYS without liburing or on a kernel too old; the kernel's errno when
@@ -250,6 +271,7 @@ struct tl_loop {
 
     tl_loop_stats stats; /* counters; the *_active fields are kept live */
     tl::detail::ReadyEvent events[tl::detail::kMaxEvents];
+    tl::detail::LatenessHistogram lateness; /* cold: 7.8 KB, last */
 };
 
 namespace tl::detail {

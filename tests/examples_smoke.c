@@ -556,6 +556,9 @@ Test(http_hello, closes_idle_connection_after_idle_ms) {
               "connection closed %ld ms after its last request, idle-ms is %d", took, IDLE_MS);
     close(c->fd);
     server_stop(&srv, "idle-closed 2");
+    /* The two idle timeouts, measured by the loop itself. */
+    cr_expect(strstr(srv.log, "timer lateness (us, as the loop saw it): 2 fired"),
+              "no lateness of the 2 idle timers in:\n%s", srv.log);
 }
 
 Test(http_hello, requests_restart_the_idle_timer) {

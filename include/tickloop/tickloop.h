@@ -451,10 +451,30 @@ typedef struct tl_loop_stats {
     uint64_t unref_active;   /* active handles of any kind that are unreferenced
                                 (tl_*_set_ref 0): they do not keep the loop
                                 running, but still make tl_loop_free -EBUSY    */
+    /* Wake-up causes (extensions):                                               */
+    uint64_t timer_wakeups;         /* iterations that ran at least one due timer  */
+    uint64_t max_timers_per_wakeup; /* most timer callbacks one iteration ran      */
 } tl_loop_stats;
 
 /* Copies the loop's counters into *out (zeroes it for a NULL loop). */
 TL_API void tl_loop_stats_get(const tl_loop *loop, tl_loop_stats *out);
+
+/* How late the loop ran its timers, as it saw it. */
+typedef struct tl_lateness {
+    uint64_t count; /* timer callbacks measured */
+    uint64_t p50_ns, p90_ns, p99_ns, p999_ns, max_ns;
+} tl_lateness;
+
+/* Lateness of every timer fired since the loop was created or since the last
+ * reset: the iteration's wake-up time (tl_now() in the callback) minus the
+ * timer's deadline, in ns. A timer never fires early, so every value is >= 0.
+ * The percentiles are nearest-rank (p50: the smallest value that at least half
+ * of the values do not exceed), read from a log-linear histogram with 16
+ * buckets per power of two: each reported percentile is never below the exact
+ * one and at most 1/16 above it (exact below 32 ns). max_ns is exact. All are 0
+ * while count is 0. reset != 0 clears the histogram after copying it.
+ * Returns 0, or -EINVAL (loop or out NULL; nothing is cleared). Loop thread. */
+TL_API int tl_loop_lateness(tl_loop *loop, tl_lateness *out, int reset);
 
 /* A static message for a value returned by this API (negative errno or 0).
  * Where the library gives an errno a narrower meaning than the C library's

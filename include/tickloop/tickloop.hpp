@@ -235,6 +235,12 @@ public:
         tl_loop_stats_get(loop_, &s);
         return s;
     }
+    /* tl_loop_lateness(); reset clears the histogram after the copy. */
+    tl_lateness lateness(bool reset = false) noexcept {
+        tl_lateness l;
+        tl_loop_lateness(loop_, &l, reset ? 1 : 0);
+        return l;
+    }
     /* Embedding (tl_loop_fd / tl_loop_timeout): poll fd() for at most
        timeout() (nanoseconds::max(): no timer), then run(TL_RUN_NOWAIT). */
     int fd() const {
