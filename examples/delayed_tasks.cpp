@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cinttypes>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -61,7 +62,25 @@ struct Result {
     uint64_t late_p50, late_p99, late_max;   /* ns after the deadline */
     double bytes_per_task, backend_per_task; /* RSS growth / N */
     int error;                               /* 0, or a negative errno */
+    int interrupted;                         /* SIGINT ended the run early */
 };
+
+/* SIGINT (Ctrl-C) ends a run early, with the report of what fired so far.
+ * In one process the loop's own watcher handles it. With --timers all the
+ * parent forwards it to the child running a backend, and runs no further
+ * backend. */
+volatile sig_atomic_t parent_interrupted = 0;
+volatile pid_t running_child = 0;
+
+void parent_on_sigint(int) {
+    parent_interrupted = 1;
+    if (running_child > 0) kill(running_child, SIGINT);
+}
+
+void on_sigint(tl_loop *loop, tl_signal *s, int) {
+    static_cast<Result *>(s->data)->interrupted = 1;
+    tl_loop_stop(loop);
+}
 
 uint64_t monotonic_ns() {
     timespec ts;
@@ -118,6 +137,14 @@ Result run_backend(const Config &cfg, const char *timers) {
         std::snprintf(res.timers, sizeof res.timers, "%s", loop.timers_name());
         std::snprintf(res.io, sizeof res.io, "%s", loop.io_name());
 
+        /* Started before the burst, so a Ctrl-C during it stops the run as
+           soon as the loop runs. Unreferenced: it does not keep the loop
+           running once the last task has fired. */
+        tl_signal sigint;
+        tl_signal_init(&sigint);
+        int sr = tl_signal_start(loop.get(), &sigint, SIGINT, on_sigint, &res);
+        if (sr == 0) tl_signal_set_ref(loop.get(), &sigint, 0);
+
         /* tickloop::Timer holds the loop's address, so it is neither copyable
            nor movable: it is constructed in place, in an array of optionals. */
         auto tasks = std::make_unique<std::optional<tickloop::Timer>[]>(cfg.tasks);
@@ -151,6 +178,7 @@ Result run_backend(const Config &cfg, const char *timers) {
            handles. */
         loop.run();
         tasks.reset(); /* every Timer goes before the Loop */
+        if (sr == 0) tl_signal_stop(loop.get(), &sigint);
     } catch (const std::system_error &e) {
         std::fprintf(stderr, "delayed_tasks: %s: %s\n", res.timers, e.what());
         res.error = -e.code().value();
@@ -182,11 +210,13 @@ Result run_backend_in_child(const Config &cfg, const char *timers) {
         return res;
     }
     if (pid == 0) {
+        running_child = 0;
         close(fds[0]);
         Result r = run_backend(cfg, timers);
         ssize_t n = write(fds[1], &r, sizeof r);
         _exit(n == (ssize_t)sizeof r ? 0 : 1);
     }
+    running_child = pid;
     close(fds[1]);
     Result got;
     ssize_t n;
@@ -196,6 +226,7 @@ Result run_backend_in_child(const Config &cfg, const char *timers) {
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
+    running_child = 0;
     if (n == (ssize_t)sizeof got && WIFEXITED(status) && WEXITSTATUS(status) == 0) res = got;
     return res;
 }
@@ -220,6 +251,9 @@ bool print_row(const Result &r) {
     std::printf("%-8s %-8s %8" PRIu64 " %5" PRIu64 " %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f\n",
                 r.timers, r.io, r.fired, r.early, r.start_ns, r.cancel_ns, r.late_p50 / 1e3,
                 r.late_p99 / 1e3, r.late_max / 1e3, r.bytes_per_task, r.backend_per_task);
+    if (r.interrupted)
+        std::printf("%-8s interrupted by SIGINT: %" PRIu64 " of %" PRIu64 " tasks had fired\n",
+                    r.timers, r.fired, r.expected);
     return r.early == 0 && r.fired == r.expected;
 }
 
@@ -276,7 +310,17 @@ int main(int argc, char **argv) {
         } else if (val && std::strcmp(opt, "--io") == 0 && std::strcmp(val, "auto") == 0) {
             cfg.io = TL_IO_AUTO;
         } else {
-            std::fprintf(stderr, "%s: bad option or value: %s %s\n", argv[0], opt, val ? val : "");
+            static const char *const known[] = {"--tasks", "--cancel-pct", "--time-scale",
+                                                "--seed",  "--timers",     "--io"};
+            int is_known = 0;
+            for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
+                if (std::strcmp(opt, known[k]) == 0) is_known = 1;
+            if (!is_known)
+                std::fprintf(stderr, "%s: unknown option: %s\n", argv[0], opt);
+            else if (!val)
+                std::fprintf(stderr, "%s: %s needs a value\n", argv[0], opt);
+            else
+                std::fprintf(stderr, "%s: bad value for %s: %s\n", argv[0], opt, val);
             usage(stderr, argv[0]);
             return 2;
         }
@@ -285,18 +329,30 @@ int main(int argc, char **argv) {
     print_header(cfg);
     bool ok = true;
     uint64_t early = 0;
+    bool interrupted = false;
     if (cfg.timers == "all") {
+        struct sigaction sa {};
+        sa.sa_handler = parent_on_sigint;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, nullptr);
         const char *names[32];
         size_t n = std::min(tl_timer_backend_names(names, 32), (size_t)32);
-        for (size_t i = 0; i < n; ++i) {
+        for (size_t i = 0; i < n && !interrupted; ++i) {
             Result r = run_backend_in_child(cfg, names[i]);
             ok = print_row(r) && ok;
             early += r.early;
+            interrupted = r.interrupted || parent_interrupted;
         }
     } else {
         Result r = run_backend(cfg, cfg.timers.empty() ? nullptr : cfg.timers.c_str());
         ok = print_row(r);
         early = r.early;
+        interrupted = r.interrupted;
+    }
+    if (interrupted) {
+        /* The shell's convention for a program ended by SIGINT. */
+        std::printf("result: interrupted, %" PRIu64 " early\n", early);
+        return 128 + SIGINT;
     }
     std::printf("result: %s, %" PRIu64 " early\n", ok ? "ok" : "FAILED", early);
     return ok ? 0 : 1;

@@ -163,6 +163,12 @@ int main(int argc, char **argv) {
         } else if (val && strcmp(opt, "--timers") == 0) {
             timers = val;
         } else {
+            if (strcmp(opt, "--io") != 0 && strcmp(opt, "--timers") != 0)
+                fprintf(stderr, "%s: unknown option: %s\n", argv[0], opt);
+            else if (!val)
+                fprintf(stderr, "%s: %s needs a value\n", argv[0], opt);
+            else
+                fprintf(stderr, "%s: bad value for %s: %s\n", argv[0], opt, val);
             usage(stderr, argv[0]);
             return 2;
         }

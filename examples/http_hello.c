@@ -84,7 +84,7 @@ static const char HELLO_RESPONSE[] = "HTTP/1.1 200 OK\r\nServer: tickloop\r\n"
                                      "Hello, World!\n";
 
 struct config {
-    struct in_addr addr;
+    struct sockaddr_storage addr; /* IPv4 or IPv6, port unset */
     int port;
     int threads;
     uint64_t idle_ns;
@@ -102,6 +102,7 @@ struct conn {
     struct conn *prev, *next;
     int peer_closed;       /* read EOF: answer what was received, then close */
     int close_after_write; /* "Connection: close", HTTP/1.0 or a bad request */
+    int keep_alive_10;     /* this request is HTTP/1.0 with "Connection: keep-alive" */
     size_t in_len;
     size_t out_off, out_len;
     char in[IN_CAP];
@@ -201,7 +202,7 @@ static int value_has_token(const char *v, size_t len, const char *token) {
 }
 
 static void conn_respond(struct conn *c, const char *status, const char *body, int head_only) {
-    if (body == HELLO_BODY && !head_only && !c->close_after_write) {
+    if (body == HELLO_BODY && !head_only && !c->close_after_write && !c->keep_alive_10) {
         memcpy(c->out + c->out_len, HELLO_RESPONSE, sizeof HELLO_RESPONSE - 1);
         c->out_len += sizeof HELLO_RESPONSE - 1;
         return;
@@ -210,7 +211,10 @@ static void conn_respond(struct conn *c, const char *status, const char *body, i
     int n = snprintf(c->out + c->out_len, OUT_CAP - c->out_len,
                      "HTTP/1.1 %s\r\nServer: tickloop\r\nContent-Type: text/plain\r\n"
                      "Content-Length: %zu\r\n%s\r\n%s",
-                     status, body_len, c->close_after_write ? "Connection: close\r\n" : "",
+                     status, body_len,
+                     c->close_after_write ? "Connection: close\r\n"
+                     : c->keep_alive_10   ? "Connection: keep-alive\r\n"
+                                          : "",
                      head_only ? "" : body);
     /* RESPONSE_MAX bounds every response this server writes. */
     if (n > 0 && (size_t)n < OUT_CAP - c->out_len) c->out_len += (size_t)n;
@@ -242,8 +246,15 @@ static void conn_handle_request(struct conn *c, const char *req, size_t len) {
     size_t vlen;
     const char *conn_hdr = header_value(eol + 2, end, "Connection", &vlen);
     if (conn_hdr && value_has_token(conn_hdr, vlen, "close")) c->close_after_write = 1;
+    /* An HTTP/1.0 client that asked to keep the connection (RFC 7230
+     * section 6.3, appendix A.1.2) only keeps it if the response says so with
+     * "Connection: keep-alive"; otherwise it waits for a close that never
+     * comes (ab -k). */
+    c->keep_alive_10 = 0;
     if (http10 && !(conn_hdr && value_has_token(conn_hdr, vlen, "keep-alive")))
         c->close_after_write = 1;
+    else if (http10 && !c->close_after_write)
+        c->keep_alive_10 = 1;
 
     /* This server never reads request bodies, so a request announcing one
      * would desynchronise the pipeline: answer and close instead. */
@@ -605,25 +616,48 @@ static void on_worker_exit(tl_loop *loop, tl_async *a) {
 /* Opens a non-blocking listening socket; every worker gets its own one on the
  * same port (SO_REUSEPORT) and the kernel balances connections between them. */
 static int listen_socket(const struct config *cfg, int *port) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    struct sockaddr_storage sa = cfg->addr;
+    int family = sa.ss_family;
+    socklen_t len;
+    if (family == AF_INET6) {
+        ((struct sockaddr_in6 *)&sa)->sin6_port = htons((uint16_t)*port);
+        len = sizeof(struct sockaddr_in6);
+    } else {
+        ((struct sockaddr_in *)&sa)->sin_port = htons((uint16_t)*port);
+        len = sizeof(struct sockaddr_in);
+    }
+    int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return -errno;
     int one = 1;
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_addr = cfg->addr;
-    sa.sin_port = htons((uint16_t)*port);
-    socklen_t len = sizeof sa;
-    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+    /* An IPv6 address means IPv6 only (:: does not also take IPv4). */
+    if ((family == AF_INET6 && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one) < 0) ||
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
         setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0 ||
-        bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 1024) < 0 ||
+        bind(fd, (struct sockaddr *)&sa, len) < 0 || listen(fd, 1024) < 0 ||
         getsockname(fd, (struct sockaddr *)&sa, &len) < 0) {
         int err = -errno;
         close(fd);
         return err;
     }
-    *port = ntohs(sa.sin_port);
+    *port = ntohs(family == AF_INET6 ? ((struct sockaddr_in6 *)&sa)->sin6_port
+                                     : ((struct sockaddr_in *)&sa)->sin_port);
     return fd;
+}
+
+/* Parses an IPv4 or IPv6 address (e.g. 127.0.0.1, ::1, ::) into *out. */
+static int parse_addr(const char *s, struct sockaddr_storage *out) {
+    memset(out, 0, sizeof *out);
+    struct sockaddr_in *in4 = (struct sockaddr_in *)out;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)out;
+    if (inet_pton(AF_INET, s, &in4->sin_addr) == 1) {
+        in4->sin_family = AF_INET;
+        return 0;
+    }
+    if (inet_pton(AF_INET6, s, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        return 0;
+    }
+    return -1;
 }
 
 static void usage(FILE *out, const char *argv0) {
@@ -632,7 +666,8 @@ static void usage(FILE *out, const char *argv0) {
             "          [--io epoll|io_uring|auto] [--timers NAME] [--help]\n"
             "A keep-alive HTTP/1.1 server answering GET / (tickloop %s).\n"
             "  --port N       TCP port, 0 picks a free one (default 8080)\n"
-            "  --bind ADDR    IPv4 address to listen on (default 127.0.0.1)\n"
+            "  --bind ADDR    IPv4 or IPv6 address to listen on (default 127.0.0.1;\n"
+            "                 ::1 or :: for IPv6)\n"
             "  --threads N    worker threads, one loop each (default: online CPUs)\n"
             "  --idle-ms N    close a connection with no request for N ms (default 5000)\n"
             "  --header-ms N  close a connection whose request header takes longer\n"
@@ -660,7 +695,7 @@ static int parse_args(int argc, char **argv, struct config *cfg) {
     cfg->threads = cpus < 1 ? 1 : cpus > 64 ? 64 : (int)cpus;
     cfg->idle_ns = 5000 * MS;
     cfg->header_ns = 2000 * MS;
-    inet_pton(AF_INET, "127.0.0.1", &cfg->addr);
+    parse_addr("127.0.0.1", &cfg->addr);
     tl_loop_options_init(&cfg->loop_options);
     for (int i = 1; i < argc; i += 2) {
         const char *opt = argv[i], *val = argv[i + 1]; /* argv[argc] is NULL */
@@ -668,6 +703,15 @@ static int parse_args(int argc, char **argv, struct config *cfg) {
         if (strcmp(opt, "--help") == 0) {
             usage(stdout, argv[0]);
             exit(0);
+        }
+        static const char *const known[] = {"--port", "--threads", "--idle-ms", "--header-ms",
+                                            "--bind", "--io",      "--timers"};
+        int is_known = 0;
+        for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
+            if (strcmp(opt, known[k]) == 0) is_known = 1;
+        if (!is_known) {
+            fprintf(stderr, "%s: unknown option: %s\n", argv[0], opt);
+            return -1;
         }
         if (!val) {
             fprintf(stderr, "%s: %s needs a value\n", argv[0], opt);
@@ -681,8 +725,8 @@ static int parse_args(int argc, char **argv, struct config *cfg) {
             cfg->idle_ns = v * MS;
         } else if (strcmp(opt, "--header-ms") == 0 && parse_number(val, 1, UINT32_MAX, &v) == 0) {
             cfg->header_ns = v * MS;
-        } else if (strcmp(opt, "--bind") == 0 && inet_pton(AF_INET, val, &cfg->addr) == 1) {
-            /* stored by inet_pton */
+        } else if (strcmp(opt, "--bind") == 0 && parse_addr(val, &cfg->addr) == 0) {
+            /* stored by parse_addr */
         } else if (strcmp(opt, "--io") == 0 && strcmp(val, "epoll") == 0) {
             cfg->loop_options.io = TL_IO_EPOLL;
         } else if (strcmp(opt, "--io") == 0 && strcmp(val, "io_uring") == 0) {
@@ -692,7 +736,7 @@ static int parse_args(int argc, char **argv, struct config *cfg) {
         } else if (strcmp(opt, "--timers") == 0) {
             cfg->loop_options.timers = val; /* an unknown name: loop_new_error.h says so */
         } else {
-            fprintf(stderr, "%s: bad option or value: %s %s\n", argv[0], opt, val);
+            fprintf(stderr, "%s: bad value for %s: %s\n", argv[0], opt, val);
             return -1;
         }
     }
@@ -760,8 +804,15 @@ int main(int argc, char **argv) {
     if (s.exit_code) {
         server_request_stop(&s);
     } else {
-        char addr[INET_ADDRSTRLEN];
-        inet_ntop(AF_INET, &s.cfg.addr, addr, sizeof addr);
+        char addr[INET6_ADDRSTRLEN + 2];
+        if (s.cfg.addr.ss_family == AF_INET6) {
+            addr[0] = '[';
+            inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&s.cfg.addr)->sin6_addr, addr + 1,
+                      INET6_ADDRSTRLEN);
+            strcat(addr, "]");
+        } else {
+            inet_ntop(AF_INET, &((struct sockaddr_in *)&s.cfg.addr)->sin_addr, addr, sizeof addr);
+        }
         printf("listening on %s:%d threads=%d io=%s timers=%s idle-ms=%llu header-ms=%llu\n", addr,
                port, s.cfg.threads, tl_loop_io_name(s.loop), tl_loop_timers_name(s.loop),
                (unsigned long long)(s.cfg.idle_ns / MS),

@@ -300,7 +300,16 @@ int main(int argc, char **argv) {
         } else if (val && strcmp(opt, "--timers") == 0) {
             opts.timers = val; /* an unknown name: loop_new_error.h says so */
         } else {
-            fprintf(stderr, "%s: bad option or value: %s %s\n", argv[0], opt, val ? val : "");
+            static const char *const known[] = {"--port", "--idle-ms", "--io", "--timers"};
+            int is_known = 0;
+            for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
+                if (strcmp(opt, known[k]) == 0) is_known = 1;
+            if (!is_known)
+                fprintf(stderr, "%s: unknown option: %s\n", argv[0], opt);
+            else if (!val)
+                fprintf(stderr, "%s: %s needs a value\n", argv[0], opt);
+            else
+                fprintf(stderr, "%s: bad value for %s: %s\n", argv[0], opt, val);
             usage(stderr, argv[0]);
             return 2;
         }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Loop hooks: PREPARE, CHECK and IDLE callbacks at fixed points of each
  * iteration (loop.cc's iterate() says where).

@@ -173,6 +173,12 @@ TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts) {
     tl_loop_options_init(&defaults);
     if (!opts) opts = &defaults;
 
+    /* Reserved words are where later fields go (docs/abi.md): refusing
+       non-zero ones now keeps a program that skips tl_loop_options_init()
+       from handing garbage to a field a later version adds. */
+    for (uint64_t word : opts->reserved)
+        if (word != 0) return -EINVAL;
+
     tl_io_kind kind;
     int r = resolve_io_kind(opts, &kind);
     if (r < 0) return r;

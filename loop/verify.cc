@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The loop's invariant walker, compiled into debug builds only (NDEBUG
  * removes every call and this file's body): loop_internal.h says when it

@@ -168,6 +168,49 @@ Test(api, options_init_zeroes) {
               opts.wheel_slots == 0);
 }
 
+Test(api, options_reserved_words_must_be_zero) {
+    /* Each reserved word is where a later option goes: a non-zero one is
+       refused, so a program cannot depend on garbage being ignored. */
+    const size_t words = sizeof((tl_loop_options *)0)->reserved / sizeof(uint64_t);
+    for (size_t i = 0; i < words; ++i) {
+        tl_loop *loop = NULL;
+        tl_loop_options opts;
+        tl_loop_options_init(&opts);
+        opts.reserved[i] = 1;
+        cr_assert(tl_loop_new(&loop, &opts) == -EINVAL, "reserved[%zu] = 1 accepted", i);
+        cr_assert(loop == NULL);
+    }
+}
+
+Test(api, abi_struct_sizes_are_fixed) {
+    /* docs/abi.md: these sizes hold for the life of the soname. */
+    cr_assert_eq(sizeof(tl_loop_options), 256);
+    cr_assert_eq(sizeof(tl_loop_stats), 512);
+    cr_assert_eq(sizeof(tl_timer), 64);
+}
+
+Test(api, init_and_stats_write_exactly_their_struct) {
+    /* A newer library must never write past an older program's struct:
+       the calls that fill caller memory touch exactly the fixed size. */
+    _Alignas(16) unsigned char buf[1024];
+    memset(buf, 0xaa, sizeof buf);
+    tl_loop_options_init((tl_loop_options *)(void *)buf);
+    for (size_t i = 0; i < sizeof buf; ++i)
+        cr_assert_eq(buf[i], i < TL_LOOP_OPTIONS_SIZE ? 0 : 0xaa, "options byte %zu", i);
+
+    tl_loop *loop = new_loop();
+    cr_assert(tl_loop_run(loop, TL_RUN_NOWAIT) == 0);
+    memset(buf, 0xaa, sizeof buf);
+    tl_loop_stats_get(loop, (tl_loop_stats *)(void *)buf);
+    tl_loop_stats stats;
+    memcpy(&stats, buf, sizeof stats);
+    for (size_t i = 0; i < sizeof stats.reserved / sizeof stats.reserved[0]; ++i)
+        cr_assert(stats.reserved[i] == 0, "stats reserved[%zu] not zeroed", i);
+    for (size_t i = TL_LOOP_STATS_SIZE; i < sizeof buf; ++i)
+        cr_assert_eq(buf[i], 0xaa, "stats wrote byte %zu", i);
+    cr_assert(tl_loop_free(loop) == 0);
+}
+
 Test(api, bad_run_mode) {
     tl_loop *loop = new_loop();
     cr_assert(tl_loop_run(loop, (tl_run_mode)3) == -EINVAL);

@@ -22,8 +22,9 @@ void *operator new(std::size_t n) {
     if (void *p = std::malloc(n ? n : 1)) return p;
     throw std::bad_alloc();
 }
-// The nothrow form too (the library allocates with it): every new and delete
-// then pairs malloc with free, which AddressSanitizer checks.
+// The nothrow form too, so that whatever form the program uses, every new and
+// delete pairs malloc with free, which AddressSanitizer checks. (The library
+// itself uses neither: it allocates with malloc.)
 void *operator new(std::size_t n, const std::nothrow_t &) noexcept {
     ++allocations;
     return std::malloc(n ? n : 1);

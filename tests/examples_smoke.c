@@ -207,9 +207,12 @@ static int server_start(struct child *c, char *const argv[], rlim_t nofile) {
         cr_assert(r != 0, "%s exited before listening; output:\n%s", argv[0], c->log);
         cr_assert(now_ms() < deadline, "%s did not start listening; output:\n%s", argv[0], c->log);
     }
-    int port = 0;
-    cr_assert(sscanf(line, "listening on %*[^:]:%d", &port) == 1 && port > 0, "no port in: %s",
-              line);
+    /* "listening on 127.0.0.1:PORT ..." or "listening on [::1]:PORT ...": the
+     * port follows the last ':' of the address. */
+    const char *colon = strchr(line + strlen("listening on "), ' ');
+    while (colon && colon > line && *colon != ':') colon--;
+    int port = colon && *colon == ':' ? atoi(colon + 1) : 0;
+    cr_assert(port > 0, "no port in: %s", line);
     return port;
 }
 
@@ -406,6 +409,8 @@ Test(examples, bad_arguments_exit_2_and_unknown_backend_exits_1) {
         int status = run_to_end(&c, bad, EXIT_MS);
         cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 2, "%s --no-such-option: %s", bad[0],
                   c.log);
+        /* The message names the flag (not "needs a value" or a value). */
+        cr_expect(strstr(c.log, "unknown option: --no-such-option"), "%s: %s", bad[0], c.log);
         char *help[] = {(char *)example(exes[i]), "--help", NULL};
         status = run_to_end(&c, help, EXIT_MS);
         cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0 && strstr(c.log, "usage:"),
@@ -517,6 +522,87 @@ Test(http_hello, answers_keepalive_pipelined_and_split_requests) {
     /* SIGTERM with clients connected: a clean exit. */
     server_stop(&srv, "total: connections");
     for (int i = 0; i < N; i++) close(fds[i]);
+}
+
+/* Reads raw bytes until the buffer holds `until`; returns the length. */
+static size_t recv_until(int fd, char *buf, size_t cap, const char *until) {
+    size_t len = 0;
+    buf[0] = '\0';
+    while (!strstr(buf, until)) {
+        cr_assert(len < cap - 1, "response too large: %s", buf);
+        ssize_t n = recv_retry(fd, buf + len, cap - 1 - len, 0);
+        cr_assert(n > 0, "connection ended before \"%s\"; got:\n%s", until, buf);
+        len += (size_t)n;
+        buf[len] = '\0';
+    }
+    return len;
+}
+
+Test(http_hello, http10_keepalive_is_answered_with_keepalive) {
+    /* An HTTP/1.0 client keeps the connection only if the response says
+     * "Connection: keep-alive" (RFC 7230 A.1.2); without it ab -k waits for
+     * a close on every request. */
+    skip_unless_io_available();
+    struct child srv;
+    char *argv[] = {(char *)example("TL_EXAMPLE_HTTP_HELLO"),
+                    "--port",
+                    "0",
+                    "--threads",
+                    "1",
+                    "--io",
+                    (char *)io_kind(),
+                    NULL};
+    int port = server_start(&srv, argv, 0);
+    int fd = connect_to(port);
+    char buf[4096];
+    for (int i = 0; i < 3; i++) {
+        send_str(fd, "GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n");
+        recv_until(fd, buf, sizeof buf, HELLO);
+        cr_assert(strstr(buf, " 200 OK\r\n"), "request %d: %s", i, buf);
+        cr_assert(strcasestr(buf, "\r\nConnection: keep-alive\r\n"),
+                  "request %d: no Connection: keep-alive in:\n%s", i, buf);
+    }
+    /* A plain HTTP/1.0 request still closes the connection after it. */
+    send_str(fd, "GET / HTTP/1.0\r\n\r\n");
+    recv_until(fd, buf, sizeof buf, HELLO);
+    cr_assert(strcasestr(buf, "\r\nConnection: close\r\n"), "no Connection: close in:\n%s", buf);
+    cr_assert(wait_closed(fd, now_ms(), IO_TIMEOUT_MS) >= 0, "HTTP/1.0 without keep-alive: open");
+    close(fd);
+    server_stop(&srv, "total: connections");
+}
+
+Test(http_hello, listens_on_ipv6_loopback) {
+    skip_unless_io_available();
+    int probe = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in6 sa = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    if (probe < 0 || bind(probe, (struct sockaddr *)&sa, sizeof sa) < 0) {
+        if (probe >= 0) close(probe);
+        cr_skip_test("no IPv6 loopback on this machine");
+    }
+    close(probe);
+    struct child srv;
+    char *argv[] = {(char *)example("TL_EXAMPLE_HTTP_HELLO"),
+                    "--port",
+                    "0",
+                    "--threads",
+                    "1",
+                    "--bind",
+                    "::1",
+                    "--io",
+                    (char *)io_kind(),
+                    NULL};
+    int port = server_start(&srv, argv, 0);
+    cr_assert(strstr(srv.log, "listening on [::1]:"), "%s", srv.log);
+    int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sa.sin6_port = htons((uint16_t)port);
+    cr_assert(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0, "connect [::1]:%d: %s", port,
+              strerror(errno));
+    struct http_conn *c = http_conn_new();
+    c->fd = fd;
+    send_str(fd, GET);
+    http_expect(c, 0, 200, HELLO);
+    close(fd);
+    server_stop(&srv, "total: connections");
 }
 
 Test(http_hello, closes_idle_connection_after_idle_ms) {
@@ -815,4 +901,36 @@ Test(examples, delayed_tasks_fire_none_early_on_any_backend) {
     size_t n = tl_timer_backend_names(names, 16);
     for (size_t i = 0; i < n && i < 16; i++)
         cr_expect(strstr(c.log, names[i]), "no row for %s in:\n%s", names[i], c.log);
+}
+
+Test(examples, delayed_tasks_reports_on_sigint) {
+    /* Ctrl-C in the middle of a run prints the report of what fired so far
+     * and exits 130, with --timers all (the parent forwards the signal to the
+     * child running a backend and runs no further backend). */
+    skip_unless_io_available();
+    struct child c;
+    /* 20000 tasks due in 45..135 s: the run is still waiting at the signal. */
+    char *argv[] = {(char *)example("TL_EXAMPLE_DELAYED_TASKS"),
+                    "--tasks",
+                    "20000",
+                    "--time-scale",
+                    "20",
+                    "--timers",
+                    "all",
+                    "--io",
+                    (char *)io_kind(),
+                    NULL};
+    child_start(&c, argv, 0);
+    uint64_t deadline = now_ms() + STARTUP_MS;
+    while (!strstr(c.log, "B/task\n")) { /* the header's last line */
+        cr_assert(child_read(&c, 100) != 0, "exited early:\n%s", c.log);
+        cr_assert(now_ms() < deadline, "no header:\n%s", c.log);
+    }
+    sleep_ms(500); /* into the first backend's burst or wait */
+    cr_assert(kill(c.pid, SIGINT) == 0);
+    int status = child_wait(&c, EXIT_MS);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 130, "status %d, output:\n%s", status,
+              c.log);
+    cr_expect(strstr(c.log, "interrupted by SIGINT"), "output:\n%s", c.log);
+    cr_expect(strstr(c.log, "result: interrupted, 0 early"), "output:\n%s", c.log);
 }

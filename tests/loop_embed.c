@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Embedding: a host loop that polls tl_loop_fd() for at most tl_loop_timeout()
  * and then runs tl_loop_run(TL_RUN_NOWAIT). Timers (never early), I/O and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tl_loop_fork: a child goes on with the loop it inherited. The parent sets up
  * timers, I/O watchers, asyncs, signal watchers and hooks, forks, and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Helpers for the loop suites of issue 14 (hooks, references, embedding,
  * fork): one place for "a loop on the I/O backend TICKLOOP_IO names, with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Loop hooks (tl_hook: PREPARE, CHECK, IDLE): where they run in an iteration,
  * their order, callbacks that start, stop and free hooks, and the ports of

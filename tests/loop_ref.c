@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * References (tl_*_set_ref, tl_loop_alive), the explicit initialisation of
  * asyncs and signal watchers (O(1) double start, start order), the per-kind

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The one way a built-in backend becomes a tl_timer_backend: a C++ class with
  * the operations below, turned into the C vtable by make_backend<Impl>(name).

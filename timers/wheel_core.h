@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The parts both timing wheels (wheel.cc, hwheel.cc) share, under one
  * vocabulary:

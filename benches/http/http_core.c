@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* http_core.c: see http_core.h. */
 #define _GNU_SOURCE /* accept4 */
 #include "http_core.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * http_core.h: the request handling shared by every server of the HTTP
  * throughput benchmark (benches/http/), so that only the event loop differs.

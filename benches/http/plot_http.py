@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """plot_http.py: charts the TSV that benches/http/run.sh --out writes.
 
 Usage: plot_http.py TABLE.tsv OUT.png

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # profile.sh: user-space instructions per request of each HTTP benchmark
 # server, counted by callgrind while wrk drives it. Instruction counts do not
 # depend on the machine's load, so they compare the loops even on a busy

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The HTTP throughput benchmark: the same server (http_core.c) on each loop
 # under wrk. Server pinned to one core, wrk (-t1) to the other, rounds
 # interleaved (round 1 runs every server, then round 2, ...), medians reported.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * server_libev.c: the HTTP throughput benchmark's server on libev (epoll
  * backend), the same request handling as server_tickloop.c (http_core.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * server_libuv.c: the HTTP throughput benchmark's server on libuv, the same
  * request handling as server_tickloop.c (http_core.c), in two modes:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * server_tickloop.c: the HTTP throughput benchmark's server on tickloop.
  *   server-tickloop [--port N] [--io epoll|io_uring]

@@ -2,8 +2,9 @@
 /*
  * tickloop: a Linux event loop with pluggable timers, C API.
  *
- * The names and behaviour here are fixed by the project's contract
- * (CONTRACT.md): they may be extended, never renamed or changed.
+ * The names and behaviour documented here are stable: within a soname they
+ * are extended, never renamed or changed (docs/abi.md). Each function also
+ * has a man page (man/, installed with the library: `man tl_loop_new`).
  *
  * Conventions:
  * - Fallible functions return int: 0 (or a count) on success, a negative
@@ -36,6 +37,13 @@
 #define TL_API __attribute__((visibility("default")))
 #endif
 
+/* Compile-time checks of the ABI promises below, in C11 and in C++. */
+#ifdef __cplusplus
+#define TL_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
+#else
+#define TL_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -58,7 +66,7 @@ typedef struct tl_loop_options {
                              environment variable, else the library default       */
     uint64_t tick_ns;     /* wheel granularity; 0: default (1 ms)                   */
     uint32_t wheel_slots; /* single-level wheel size (power of two); 0: default     */
-    /* Extensions (after the contract's fields):                                  */
+    /* Limits, added after the first fields (the order is part of the ABI):       */
     uint32_t max_timers;               /* active timers allowed; tl_timer_start of one more returns
                                           -ENOSPC (Netty's maxPendingTimeouts); 0: unlimited   */
     uint32_t max_timers_per_iteration; /* timer callbacks per iteration before I/O
@@ -67,17 +75,29 @@ typedef struct tl_loop_options {
     uint64_t timer_slack_ns;           /* prctl(PR_SET_TIMERSLACK) applied to the thread that
                                        runs the loop; 0: leave the thread's slack alone
                                        (Linux's default is 50 us)                          */
-    /* more fields may follow; always start from tl_loop_options_init()           */
+    /* ABI: the struct has a fixed size, TL_LOOP_OPTIONS_SIZE bytes, for the
+       life of the soname (docs/abi.md). A field added later takes the place
+       of reserved words at the end: add it just above `reserved`, shrink
+       `reserved` by as many uint64_t, and give it a zero value that means
+       "the default", so a program built before it existed, whose reserved
+       words are zero, keeps today's behaviour. Always start from
+       tl_loop_options_init() (or zero the struct); tl_loop_new() returns
+       -EINVAL if a reserved word is not zero.                                */
+    uint64_t reserved[26];
 } tl_loop_options;
+
+#define TL_LOOP_OPTIONS_SIZE 256
+TL_STATIC_ASSERT(sizeof(tl_loop_options) == TL_LOOP_OPTIONS_SIZE,
+                 "tl_loop_options keeps its size: a new field replaces reserved words");
 
 /* Fills *opts with the defaults (all zero / NULL). Any thread. */
 TL_API void tl_loop_options_init(tl_loop_options *opts);
 
 /* Creates a loop. opts may be NULL (defaults). On success stores the loop in
  * *out and returns 0. Errors: -EINVAL (out NULL, bad io kind, wheel_slots not a
- * power of two), -ENOENT (unknown timer backend name), -ENOSYS (io kind not
- * available in this build), -ENOMEM, or the kernel's errno from creating the
- * poller (-EMFILE, ...). Any thread; the loop is then used from one thread. */
+ * power of two, a reserved word not zero), -ENOENT (unknown timer backend name), -ENOSYS (io kind
+ * not available in this build), -ENOMEM, or the kernel's errno from creating the poller (-EMFILE,
+ * ...). Any thread; the loop is then used from one thread. */
 TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts);
 
 /* Frees a loop with no active handles. Returns 0, -EINVAL (NULL), or -EBUSY
@@ -442,8 +462,7 @@ typedef struct tl_loop_stats {
     uint64_t timers_active; /* timers inside the backend now                     */
     uint64_t io_events;     /* I/O callbacks run                                 */
     /* Active handles per kind, beside timers_active, so that a -EBUSY from
-       tl_loop_free can be explained (extensions, after the contract's
-       fields):                                                              */
+       tl_loop_free can be explained:                                        */
     uint64_t io_active;      /* user I/O watchers (the loop's own are not counted) */
     uint64_t asyncs_active;  /* started asyncs                                 */
     uint64_t signals_active; /* signal watchers                                */
@@ -454,7 +473,17 @@ typedef struct tl_loop_stats {
     /* Wake-up causes (extensions):                                               */
     uint64_t timer_wakeups;         /* iterations that ran at least one due timer  */
     uint64_t max_timers_per_wakeup; /* most timer callbacks one iteration ran      */
+    /* ABI: the struct has a fixed size, TL_LOOP_STATS_SIZE bytes, for the life
+       of the soname (docs/abi.md), so a newer library never writes past an
+       older program's struct. A counter added later takes the place of a
+       reserved word: add it just above `reserved` and shrink `reserved` by
+       one. The library zeroes the reserved words.                             */
+    uint64_t reserved[52];
 } tl_loop_stats;
+
+#define TL_LOOP_STATS_SIZE 512
+TL_STATIC_ASSERT(sizeof(tl_loop_stats) == TL_LOOP_STATS_SIZE,
+                 "tl_loop_stats keeps its size: a new counter replaces a reserved word");
 
 /* Copies the loop's counters into *out (zeroes it for a NULL loop). */
 TL_API void tl_loop_stats_get(const tl_loop *loop, tl_loop_stats *out);
