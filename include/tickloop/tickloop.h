@@ -331,6 +331,8 @@ struct tl_hook { /* 56 bytes                                               */
     uint32_t kind;
     uint32_t flags;
 };
+TL_STATIC_ASSERT(sizeof(void *) != 8 || sizeof(tl_hook) == 56,
+                 "tl_hook keeps its size (a handle embedded in the caller's objects)");
 
 /* Prepares h (inactive, referenced) to run cb at the point `kind` names.
  * Must not be called on an active hook. NULL h is ignored; an unknown kind or
