@@ -28,6 +28,7 @@
 #include <cerrno>
 
 #include "loop_internal.h"
+#include "timers/dispatch.h"
 #include "timers/timers.h"
 
 using namespace tl::detail;
@@ -101,7 +102,7 @@ void disarm(tl_loop *loop, tl_timer *t) noexcept {
 int rearm(tl_loop *loop, tl_timer *t, uint64_t deadline) noexcept {
     const tl_timer_backend *b = loop->timer_backend;
     if (!(t->flags & TIMER_QUEUED) && b->reschedule) {
-        b->reschedule(loop->timers, t, deadline);
+        reschedule(b, loop->timers, t, deadline); /* timers/dispatch.h */
         t->deadline = deadline;
         return 0;
     }
@@ -143,6 +144,8 @@ uint64_t timers_dispatch(tl_loop *loop) noexcept {
                sees it active and may stop or restart it. */
             t->deadline = sat_add(now, t->repeat);
             if (b->insert(loop->timers, t) < 0) {
+                /* It runs this once more, then is inactive: say so. */
+                ++loop->stats.timers_rearm_failed;
                 t->flags &= ~TIMER_STATE;
                 handle_deactivated(loop, t->flags & TIMER_UNREF);
             }
