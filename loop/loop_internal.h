@@ -147,10 +147,10 @@ struct IoSlot {
  *   loop clears it after remove returns. The fd may already be closed (that
  *   is not an error; remove cannot fail).
  * - wait(): not reentrant; no callback runs inside it.
- * - reopen(): drops every registration together with the kernel object
- *   holding them (epoll set, ring) and makes a fresh, empty one; the loop
- *   then calls add() again for every slot (io_readd_all). Used after fork
- *   and when epoll must get rid of a registration it cannot delete.
+ * - A backend may rebuild its kernel state from the registry at any time
+ *   (io_readd_all: epoll does when it holds a registration it cannot
+ *   delete); tl_loop_fork gives every registration to a fresh backend the
+ *   same way. A slot's state and index are zeroed before each such add.
  * Errors are negative errnos. add/modify return -EBADF (not open), -EPERM
  * (the kernel cannot poll this file: regular files, directories, /dev/null),
  * -ENOMEM; never -EBUSY: a full submission queue is the backend's problem. */
@@ -184,7 +184,6 @@ public:
        loop's clock read and the syscall (callbacks, preemption) never
        lengthens a wait. */
     virtual int wait(uint64_t deadline_ns, ReadyEvent *out, int cap) noexcept = 0;
-    virtual int reopen() noexcept = 0;
 };
 
 /* A fresh CLOCK_MONOTONIC read, in ns. */
@@ -338,11 +337,10 @@ void io_close(tl_loop *loop) noexcept;
 /* The registration fd's tag names, or null if it names none any more
    (stopped, or stopped and replaced on a reused fd number). */
 IoSlot *io_current(tl_loop *loop, uint64_t tag) noexcept;
-/* After io->reopen(), or to a fresh backend (tl_loop_fork): adds every
-   registration to io, tags unchanged. Returns 0 or the first error other
-   than -EBADF; a watcher whose fd was closed without tl_io_stop cannot be
-   added again: it stays active and gets no more events, as a closed fd gets
-   none from epoll. */
+/* Gives every registration to io, tags unchanged: a fresh backend
+   (tl_loop_fork), or one that has just replaced its kernel object. Returns 0 or the first error
+   other than -EBADF; a watcher whose fd was closed without tl_io_stop cannot be added again: it
+   stays active and gets no more events, as a closed fd gets none from epoll. */
 int io_readd_all(tl_loop *loop, IoBackend *io) noexcept;
 /* An error the loop hid from the caller (an internal completion failed):
    counted in the stats, and fatal in debug builds, where it is a bug. */

@@ -486,6 +486,7 @@ typedef struct tl_loop_stats {
     /* Wake-up causes (extensions):                                               */
     uint64_t timer_wakeups;         /* iterations that ran at least one due timer  */
     uint64_t max_timers_per_wakeup; /* most timer callbacks one iteration ran      */
+    /* Failures the loop absorbed (extensions):                                 */
     uint64_t io_internal_errors;  /* requests the loop made of the kernel on its
                                      own (io_uring poll update/removal) that
                                      failed; always 0 unless tickloop has a bug
