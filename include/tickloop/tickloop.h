@@ -342,6 +342,8 @@ struct tl_hook { /* 56 bytes                                               */
     uint32_t kind;
     uint32_t flags;
 };
+TL_STATIC_ASSERT(sizeof(void *) != 8 || sizeof(tl_hook) == 56,
+                 "tl_hook keeps its size (a handle embedded in the caller's objects)");
 
 /* Prepares h (inactive, referenced) to run cb at the point `kind` names.
  * Must not be called on an active hook. NULL h is ignored; an unknown kind or
@@ -454,8 +456,11 @@ TL_API uint64_t tl_loop_timeout(const tl_loop *loop);
  * and nothing needs calling (libev's ev_loop_fork, libuv's uv_loop_fork).
  *
  * Returns 0, -EINVAL (NULL), -EBUSY (called while the loop runs), or the
- * kernel's errno from creating a new object (-EMFILE, -ENOMEM, ...): then
- * the loop keeps the objects it had and may be retried or freed. */
+ * kernel's errno from creating a new object or registering a watcher again
+ * (-EMFILE, -ENOMEM, ...). After a failure the loop must not be run: call
+ * tl_loop_fork again (each attempt starts over with fresh objects), or stop
+ * its handles and free it. A watcher whose fd the program closed without
+ * stopping it is skipped (-EBADF is not an error), as epoll had dropped it. */
 TL_API int tl_loop_fork(tl_loop *loop);
 
 /* ------------------------------------------------------------------------ */
