@@ -21,7 +21,8 @@
  * after every insert, remove, reschedule and pop, aborting with its message
  * (libev's EV_FREQUENT_CHECK); above kCheckEveryOpUpTo timers the O(n) walk
  * runs once per `count` operations (one node per operation, amortised), so
- * that the million-timer tests stay fast enough under ASan. Release builds (NDEBUG) compile the checks away.
+ * that the million-timer tests stay fast enough under ASan. Release builds (NDEBUG) compile the
+ * checks away.
  */
 #ifndef TICKLOOP_TIMERS_BACKEND_GLUE_H
 #define TICKLOOP_TIMERS_BACKEND_GLUE_H
@@ -120,8 +121,9 @@ struct BackendGlue {
 template <class Impl>
 constexpr tl_timer_backend make_backend(const char *name) noexcept {
     using G = BackendGlue<Impl>;
-    return tl_timer_backend{name,          G::create,      G::destroy,     G::insert, G::remove,
-                            G::reschedule, G::next_expiry, G::pop_expired, G::count,  Impl::kCaps};
+    return tl_timer_backend{
+        name,           G::create,      G::destroy, G::insert,   G::remove, G::reschedule,
+        G::next_expiry, G::pop_expired, G::count,   Impl::kCaps, {}};
 }
 
 /* Impl's walker, for the registry's tl_detail_timers_check. */
