@@ -45,7 +45,9 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fcntl.h>
@@ -89,7 +91,10 @@ struct Options {
     std::string helper;
     std::vector<size_t> restart_populations{100000};
     std::vector<size_t> expire_populations{100000};
-    uint64_t fine_slack_ns = 1; /* the chain's second setting; 0: no such rows */
+    /* The chain's second timer slack; 0 (the default): no such rows. Timed
+       waits no longer depend on the slack (absolute timers have none), so
+       these rows are kept for the relative fallback only. */
+    uint64_t fine_slack_ns = 0;
     /* The backends shown at that setting: the default heap and the
        hierarchical wheel, one of each kind (all four would add 5 s). */
     std::vector<std::string> fine_slack_timers{"heap4", "hwheel"};
@@ -130,7 +135,28 @@ struct TlConfig {
     std::string timers;
     uint64_t tick_ns;
     uint64_t slack_ns = 0; /* tl_loop_options.timer_slack_ns */
+    /* The relative-wait fallbacks (TICKLOOP_EPOLL_TIMERFD=0,
+       TICKLOOP_URING_ABS_TIMER=0): the waits tickloop made before absolute
+       deadlines, shown beside the default for comparison. */
+    bool relative = false;
 };
+
+/* Held while a loop of any library is created: tickloop reads its
+   environment switches then, and the wait sweep creates loops in parallel
+   threads while a relative row sets them. */
+std::mutex env_mutex;
+
+/* Sets (value != NULL) or unsets name, returning its previous value. */
+std::string swap_env(const char *name, const char *value, bool *was_set) {
+    const char *old = std::getenv(name);
+    *was_set = old != nullptr;
+    std::string saved = old ? old : "";
+    if (value)
+        setenv(name, value, 1);
+    else
+        unsetenv(name);
+    return saved;
+}
 
 std::string slack_tag(uint64_t slack_ns) {
     return " slack " + std::to_string(slack_ns) + "ns";
@@ -143,7 +169,18 @@ int tl_open(const TlConfig &cfg, tl_loop **loop) {
     opts.timers = cfg.timers.c_str();
     opts.tick_ns = cfg.tick_ns;
     opts.timer_slack_ns = cfg.slack_ns;
-    return tl_loop_new(loop, &opts);
+    std::lock_guard<std::mutex> lock(env_mutex);
+    if (!cfg.relative) return tl_loop_new(loop, &opts);
+    static const char *const vars[] = {"TICKLOOP_EPOLL_TIMERFD", "TICKLOOP_URING_ABS_TIMER"};
+    std::string saved[2];
+    bool was_set[2];
+    for (int i = 0; i < 2; ++i) saved[i] = swap_env(vars[i], "0", &was_set[i]);
+    int rc = tl_loop_new(loop, &opts);
+    for (int i = 0; i < 2; ++i) {
+        bool ignored;
+        swap_env(vars[i], was_set[i] ? saved[i].c_str() : nullptr, &ignored);
+    }
+    return rc;
 }
 
 Result tl_row(const TlConfig &cfg, const char *workload) {
@@ -151,6 +188,7 @@ Result tl_row(const TlConfig &cfg, const char *workload) {
     r.impl = "tickloop " + cfg.timers + "/" + cfg.io.name;
     if (cfg.tick_ns) r.impl += " tick " + std::to_string(cfg.tick_ns) + "ns";
     if (cfg.slack_ns) r.impl += slack_tag(cfg.slack_ns);
+    if (cfg.relative) r.impl += " relative";
     r.family = "tickloop";
     r.workload = workload;
     return r;
@@ -442,7 +480,11 @@ Result libev_run(const char *workload, const std::vector<uint64_t> &delays) {
     r.impl = "libev " + LibevOps::version();
     r.family = "peer";
     r.workload = workload;
-    struct ev_loop *loop = ev_loop_new(EVBACKEND_EPOLL);
+    struct ev_loop *loop;
+    {
+        std::lock_guard<std::mutex> lock(env_mutex); /* it reads LIBEV_FLAGS */
+        loop = ev_loop_new(EVBACKEND_EPOLL);
+    }
     if (!loop) {
         r.skipped = "ev_loop_new(EVBACKEND_EPOLL) failed";
         return r;
@@ -526,7 +568,12 @@ Result libuv_run(const char *workload, const std::vector<uint64_t> &delays) {
     r.family = "peer";
     r.workload = workload;
     uv_loop_t loop;
-    if (int rc = uv_loop_init(&loop)) {
+    int init_rc;
+    {
+        std::lock_guard<std::mutex> lock(env_mutex);
+        init_rc = uv_loop_init(&loop);
+    }
+    if (int rc = init_rc) {
         r.skipped = std::string("uv_loop_init: ") + uv_strerror(rc);
         return r;
     }
@@ -568,7 +615,8 @@ Result libuv_run(const char *workload, const std::vector<uint64_t> &delays) {
 
 /* Runs the helper for one workload and collects its RESULT lines. Failures
    become one skipped row saying why. */
-std::vector<Result> libevent_run(const Options &opt, const char *workload, size_t round) {
+std::vector<Result> libevent_run(const Options &opt, const char *workload, size_t round,
+                                 const Params *params = nullptr) {
     std::vector<Result> out;
     auto fail = [&](const std::string &why) {
         Result r;
@@ -584,7 +632,7 @@ std::vector<Result> libevent_run(const Options &opt, const char *workload, size_
         return fail(opt.helper + ": " + std::strerror(errno));
     std::vector<std::string> args{opt.helper, std::string("--workload=") + workload,
                                   "--round=" + std::to_string(round)};
-    for (auto &a : params_to_args(opt.params)) args.push_back(a);
+    for (auto &a : params_to_args(params ? *params : opt.params)) args.push_back(a);
     std::vector<char *> argv;
     for (auto &a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -655,6 +703,114 @@ void merge(std::vector<Result> &totals, std::vector<Result> round) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* The wait sweep                                                           */
+/* ------------------------------------------------------------------------ */
+
+std::string us(int64_t ns);
+
+/* One wait length: every row waits `count` lone timers of that length, one
+   after the other. The rows run side by side, one thread (libevent: one
+   helper process) each, started 20 ms in and 97 us apart so that their wake-ups seldom
+   coincide: the sweep is mostly sleep, and running the rows in turn would
+   take 15 rows x 14 s. */
+std::vector<Result> run_sweep(const Options &opt, const std::vector<TlConfig> &configs,
+                              const SweepLength &len, size_t count) {
+    using Row = std::function<std::vector<Result>(const Params &)>;
+    std::vector<Row> rows;
+    for (const TlConfig &cfg : configs)
+        rows.push_back([cfg](const Params &p) {
+            sweep_start(p);
+            return std::vector<Result>{tl_chain(cfg, sweep_delays(p))};
+        });
+    for (KernelWait how : {KernelWait::timerfd, KernelWait::epoll})
+        rows.push_back([how](const Params &p) {
+            sweep_start(p);
+            return std::vector<Result>{kernel_chain(how, sweep_delays(p))};
+        });
+#if TL_BENCH_HAVE_LIBEV
+    rows.push_back([](const Params &p) {
+        sweep_start(p);
+        return std::vector<Result>{libev_run("chain", sweep_delays(p))};
+    });
+#endif
+#if TL_BENCH_HAVE_LIBUV
+    rows.push_back([](const Params &p) {
+        sweep_start(p);
+        return std::vector<Result>{libuv_run("chain", sweep_delays(p))};
+    });
+#endif
+    for (int precise : {0, 1})
+        rows.push_back([&opt, precise](const Params &p) {
+            Params q = p;
+            q.libevent_precise = precise;
+            return libevent_run(opt, "sweep", 0, &q); /* the helper waits the offset */
+        });
+    std::vector<std::vector<Result>> got(rows.size());
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < rows.size(); ++i) {
+        Params p = opt.params;
+        p.sweep_ns = len.ns;
+        p.sweep_count = count;
+        /* 20 ms first: thread and helper start-up stays out of the waits. */
+        p.sweep_offset_ns = 20 * kMs + i * 97 * kUs;
+        threads.emplace_back([&, i, p] { got[i] = rows[i](p); });
+    }
+    for (std::thread &t : threads) t.join();
+    std::vector<Result> out;
+    for (auto &results : got)
+        for (Result &r : results) {
+            r.workload = std::string("sweep-") + len.label;
+            out.push_back(std::move(r));
+        }
+    return out;
+}
+
+/* One table for the whole sweep: per wait length, p50 and max lateness, and
+   p50 over the absolute-timerfd floor's. */
+void print_sweep_table(const std::vector<Result> &rows) {
+    std::vector<std::string> impls;
+    for (const Result &r : rows)
+        if (std::find(impls.begin(), impls.end(), r.impl) == impls.end()) impls.push_back(r.impl);
+    auto find = [&](const std::string &impl, const std::string &workload) -> const Result * {
+        for (const Result &r : rows)
+            if (r.impl == impl && r.workload == workload) return &r;
+        return nullptr;
+    };
+    std::printf("\n== wait sweep: lone timers, one wait at a time; each cell: p50 lateness in "
+                "us, [p50 minus kernel timerfd's p50], max ==\n%-32s",
+                "");
+    for (const SweepLength &len : kSweep) std::printf(" %24s", len.label);
+    std::printf(" %5s\n", "early");
+    for (const std::string &impl : impls) {
+        std::printf("%-32s", impl.c_str());
+        size_t early = 0;
+        std::string skipped;
+        for (const SweepLength &len : kSweep) {
+            std::string workload = std::string("sweep-") + len.label;
+            const Result *r = find(impl, workload);
+            const Result *floor = find("kernel timerfd", workload);
+            char cell[64] = "-";
+            if (r && !r->skipped.empty()) skipped = r->skipped;
+            if (r && r->skipped.empty() && !r->lateness.empty()) {
+                Stats st = stats_of(r->lateness);
+                early += st.early;
+                Stats fl = floor && floor->skipped.empty() ? stats_of(floor->lateness) : Stats{};
+                if (fl.n && r->family != "kernel")
+                    std::snprintf(cell, sizeof cell, "%s [%+.1f] %s", us(st.p50).c_str(),
+                                  (double)(st.p50 - fl.p50) / 1e3, us(st.max).c_str());
+                else
+                    std::snprintf(cell, sizeof cell, "%s %s", us(st.p50).c_str(),
+                                  us(st.max).c_str());
+            }
+            std::printf(" %24s", cell);
+        }
+        std::printf(" %5zu%s\n", early, skipped.empty() ? "" : (" skipped: " + skipped).c_str());
+    }
+    std::printf("rows ran side by side (one thread or process each); trust p50 over max\n");
+    std::fflush(stdout);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Tables                                                                   */
 /* ------------------------------------------------------------------------ */
 
@@ -671,6 +827,15 @@ std::string ratio(double ours, double best) {
     return buf;
 }
 
+/* The kernel row a tickloop row's waits compare with: an absolute timer
+   without slack (epoll's timerfd, io_uring's absolute wait) or, for the
+   relative fallback on epoll, epoll_pwait2. */
+const char *kernel_floor(const Result &r) {
+    bool relative_epoll =
+        r.impl.find("/epoll") != std::string::npos && r.impl.find(" relative") != std::string::npos;
+    return relative_epoll ? "kernel epoll_pwait2" : "kernel timerfd";
+}
+
 void print_latency_table(const char *title, const std::vector<Result> &rows) {
     std::printf("\n== %s ==\n", title);
     /* The best peer per column, excluding the kernel floor (not a library). */
@@ -684,15 +849,18 @@ void print_latency_table(const char *title, const std::vector<Result> &rows) {
     }
     int64_t b50 = best50 ? stats_of(best50->lateness).p50 : 0;
     int64_t b99 = best99 ? stats_of(best99->lateness).p99 : 0;
-    /* The floor a row is held to: the epoll_pwait2 row at the same timer
-       slack (tagged alike), i.e. the same waits with no loop around them. */
+    /* The floor a row is held to: the kernel mechanism its waits use, with
+       no loop around it (kernel_floor()). */
     auto floor_p99 = [&](const Result &r, int64_t *out) {
+        const char *floor = kernel_floor(r);
         size_t tag = r.impl.find(" slack ");
-        std::string want = tag == std::string::npos ? "" : r.impl.substr(tag);
+        std::string want = tag == std::string::npos || std::strcmp(floor, "kernel timerfd") == 0
+                               ? ""
+                               : r.impl.substr(tag);
         for (size_t i = 0; i < rows.size(); ++i) {
             const Result &k = rows[i];
-            if (k.family != "kernel" || k.impl.rfind("kernel epoll_pwait2", 0) != 0 ||
-                !k.skipped.empty() || stats[i].n == 0)
+            if (k.family != "kernel" || k.impl.rfind(floor, 0) != 0 || !k.skipped.empty() ||
+                stats[i].n == 0)
                 continue;
             size_t ktag = k.impl.find(" slack ");
             if ((ktag == std::string::npos ? "" : k.impl.substr(ktag)) != want) continue;
@@ -726,8 +894,9 @@ void print_latency_table(const char *title, const std::vector<Result> &rows) {
     if (best50)
         std::printf("p50/peer, p99/peer: tickloop's figure over the best peer's (below 1: "
                     "tickloop is less late); best peer: p50 %s (%s us), p99 %s (%s us); "
-                    "p99-floor: p99 minus the p99 of kernel epoll_pwait2 at the same timer "
-                    "slack, in us\n",
+                    "p99-floor: p99 minus the p99 of the kernel mechanism the row waits with "
+                    "(timerfd for absolute waits: epoll's default and io_uring; epoll_pwait2 at "
+                    "the same timer slack for the relative rows), in us\n",
                     best50->impl.c_str(), us(b50).c_str(), best99->impl.c_str(), us(b99).c_str());
     for (const Result &r : rows)
         if (!r.note.empty() && r.skipped.empty())
@@ -750,6 +919,9 @@ void print_summary(const std::vector<Result> &all) {
     for (const char *w : {"chain", "open"})
         for (double q : {0.50, 0.99})
             columns.push_back({w, std::string(w) + (q < 0.9 ? " p50" : " p99"), true, q});
+    for (const char *w : {"sweep-1s", "sweep-5s"})
+        columns.push_back({w, std::string(w + 6) + " p50", true, 0.5});
+    size_t n_latency = columns.size();
     for (const char *w : {"restart", "expire", "expire-shuffled"})
         columns.push_back({w, std::string(w) + " ns", false, 0});
     auto figure = [](const Column &c, const Result &r) {
@@ -771,51 +943,59 @@ void print_summary(const std::vector<Result> &all) {
             double v = figure(columns[c], r);
             if (best_name[c].empty() || v < best[c]) best[c] = v, best_name[c] = r.impl;
         }
-    std::vector<std::string> configs;
-    for (const Result &r : all)
-        if (r.family == "tickloop" && (r.workload == "chain" || r.workload == "open") &&
-            r.impl.find(" slack ") == std::string::npos &&
-            std::find(configs.begin(), configs.end(), r.impl) == configs.end())
-            configs.push_back(r.impl);
-    if (configs.empty()) return;
-    std::printf("\n== summary: tickloop x workload; each cell: our figure (ours / best peer's, "
-                "below 1 is better) ==\n%-22s",
-                "");
-    for (const Column &c : columns) std::printf(" %17s", c.label.c_str());
-    std::printf("\n");
-    for (const std::string &impl : configs) {
-        std::string backend = impl.substr(0, impl.find('/'));
-        std::printf("%-22s", impl.substr(std::strlen("tickloop ")).c_str());
-        for (size_t c = 0; c < columns.size(); ++c) {
-            const std::string &want = columns[c].latency ? impl : backend;
-            auto it = std::find_if(all.begin(), all.end(), [&](const Result &r) {
-                return r.impl == want && r.workload == columns[c].workload && r.skipped.empty() &&
-                       (columns[c].latency || r.population == population[c]);
-            });
-            char cell[40] = "-";
-            if (it != all.end()) {
-                double v = figure(columns[c], *it);
-                if (best[c] > 0)
-                    std::snprintf(cell, sizeof cell, "%.1f (%.2fx)", v, v / best[c]);
-                else
-                    std::snprintf(cell, sizeof cell, "%.1f", v);
+    /* Latency per backend/I/O pair; operation costs per backend (measured
+       once, on one I/O kind: the operations never poll). */
+    std::vector<std::string> configs, backends;
+    for (const Result &r : all) {
+        if (r.family != "tickloop" || r.impl.find(" slack ") != std::string::npos) continue;
+        bool latency =
+            r.workload == "chain" || r.workload == "open" || r.workload.rfind("sweep-", 0) == 0;
+        auto &list = latency ? configs : backends;
+        if (std::find(list.begin(), list.end(), r.impl) == list.end()) list.push_back(r.impl);
+    }
+    auto table = [&](const std::vector<std::string> &impls, size_t c0, size_t c1,
+                     const char *what) {
+        if (impls.empty() || c0 == c1) return;
+        std::printf("\n== summary, %s: each cell our figure (ours / best peer's, below 1 is "
+                    "better) ==\n%-26s",
+                    what, "");
+        for (size_t c = c0; c < c1; ++c) std::printf(" %17s", columns[c].label.c_str());
+        std::printf("\n");
+        for (const std::string &impl : impls) {
+            std::printf("%-26s", impl.substr(std::strlen("tickloop ")).c_str());
+            for (size_t c = c0; c < c1; ++c) {
+                auto it = std::find_if(all.begin(), all.end(), [&](const Result &r) {
+                    return r.impl == impl && r.workload == columns[c].workload &&
+                           r.skipped.empty() &&
+                           (columns[c].latency || r.population == population[c]);
+                });
+                char cell[40] = "-";
+                if (it != all.end()) {
+                    double v = figure(columns[c], *it);
+                    if (best[c] > 0)
+                        std::snprintf(cell, sizeof cell, "%.1f (%.2fx)", v, v / best[c]);
+                    else
+                        std::snprintf(cell, sizeof cell, "%.1f", v);
+                }
+                std::printf(" %17s", cell);
             }
+            std::printf("\n");
+        }
+        std::printf("%-26s", "best peer");
+        for (size_t c = c0; c < c1; ++c) {
+            char cell[40] = "-";
+            if (!best_name[c].empty()) std::snprintf(cell, sizeof cell, "%.1f", best[c]);
             std::printf(" %17s", cell);
         }
         std::printf("\n");
-    }
-    std::printf("%-22s", "best peer");
-    for (size_t c = 0; c < columns.size(); ++c) {
-        char cell[40] = "-";
-        if (!best_name[c].empty()) std::snprintf(cell, sizeof cell, "%.1f", best[c]);
-        std::printf(" %17s", cell);
-    }
-    std::printf("\n");
-    for (size_t c = 0; c < columns.size(); ++c)
-        if (!best_name[c].empty())
-            std::printf("best peer, %s: %s%s\n", columns[c].label.c_str(), best_name[c].c_str(),
-                        population[c] ? (" (" + std::to_string(population[c]) + " live)").c_str()
-                                      : "");
+        for (size_t c = c0; c < c1; ++c)
+            if (!best_name[c].empty())
+                std::printf(
+                    "best peer, %s: %s%s\n", columns[c].label.c_str(), best_name[c].c_str(),
+                    population[c] ? (" (" + std::to_string(population[c]) + " live)").c_str() : "");
+    };
+    table(configs, 0, n_latency, "lateness in us (backend/io)");
+    table(backends, n_latency, columns.size(), "ns per operation (backend; any I/O kind)");
     std::fflush(stdout);
 }
 
@@ -915,9 +1095,9 @@ void usage(const char *argv0) {
         "usage: %s [options]\n"
         "  --json FILE            also write every number (and every lateness sample) as JSON\n"
         "  --full                 longer run: 5x the samples, restart and expire at 1e5 and 1e6\n"
-        "  --only LIST            workloads among chain,open,restart,expire (default: all)\n"
-        "  --fine-slack NS        the timer slack of the chain's second set of rows (default 1;\n"
-        "                         0: no second set)\n"
+        "  --only LIST            workloads among chain,open,sweep,restart,expire (default: all)\n"
+        "  --fine-slack NS        the timer slack of the chain's second set of rows (default 0:\n"
+        "                         no second set)\n"
         "  --fine-slack-timers LIST  backends in that set (default heap4,hwheel)\n"
         "  --timers LIST          tickloop timer backends (default: all registered)\n"
         "  --io LIST              tickloop I/O kinds among epoll,io_uring (default: all)\n"
@@ -1042,6 +1222,15 @@ int main(int argc, char **argv) {
         for (const char *name : names)
             if (wanted(opt.timers, name)) configs.push_back({io, name, opt.tick_ns});
     }
+    /* The relative-wait fallback of each I/O kind, for the default backend:
+       the waits before absolute deadlines, in the same run. */
+    std::vector<TlConfig> relative_configs;
+    for (const TlConfig &cfg : configs)
+        if (cfg.timers == "heap4") {
+            TlConfig rel = cfg;
+            rel.relative = true;
+            relative_configs.push_back(rel);
+        }
     std::string backends_list;
     for (const char *name : names)
         backends_list += std::string(backends_list.empty() ? "" : ",") + name;
@@ -1117,6 +1306,14 @@ int main(int argc, char **argv) {
                 return std::vector<Result>{chain ? tl_chain(cfg, delays(round))
                                                  : tl_open_loop(cfg, delays(round))};
             });
+        /* The chain's relative rows: epoll's only (io_uring's relative wait
+           has no slack either; the sweep shows it), 2.6 s of the budget. */
+        if (chain)
+            for (const TlConfig &cfg : relative_configs)
+                if (cfg.io.kind == TL_IO_EPOLL)
+                    runners.push_back([&, cfg](size_t round) {
+                        return std::vector<Result>{tl_chain(cfg, delays(round))};
+                    });
         for (KernelWait how : {KernelWait::nanosleep, KernelWait::epoll, KernelWait::timerfd})
             runners.push_back([&, how, chain](size_t round) {
                 return std::vector<Result>{chain ? kernel_chain(how, delays(round))
@@ -1174,6 +1371,20 @@ int main(int argc, char **argv) {
                       opt.params.open_min / kMs,
                       (opt.params.open_min + opt.params.open_window / opt.params.rounds) / kMs);
         latency_workload("open", title);
+    }
+    if (wanted(opt.only, "sweep")) {
+        std::vector<TlConfig> sweep_configs = configs;
+        sweep_configs.insert(sweep_configs.end(), relative_configs.begin(), relative_configs.end());
+        std::vector<Result> rows;
+        for (const SweepLength &len : kSweep) {
+            std::vector<Result> got =
+                run_sweep(opt, sweep_configs, len, opt.full ? len.full_count : len.count);
+            for (Result &r : got) {
+                rows.push_back(r);
+                all.push_back(std::move(r));
+            }
+        }
+        print_sweep_table(rows);
     }
     if (wanted(opt.only, "restart")) {
         for (size_t population : opt.restart_populations) {

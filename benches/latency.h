@@ -101,7 +101,41 @@ struct Params {
     size_t expire_population = 100000;
     size_t expire_rounds = 3; /* each ~70 ms per library and layout */
     uint64_t expire_window = 20 * kMs;
+    /* Wait sweep (one wait length per call of the helper): sweep_count lone
+       waits of sweep_ns each, started after sweep_offset_ns (rows run side by
+       side, spread out so they seldom wake at the same moment). */
+    uint64_t sweep_ns = 1 * kMs;
+    size_t sweep_count = 0;
+    uint64_t sweep_offset_ns = 0;
+    /* The libevent helper's rows: -1 both, 0 default only, 1 precise only. */
+    int64_t libevent_precise = -1;
 };
+
+/* The wait sweep: lone timers at the waits real timeouts have, few of each
+   by default (the default run stays short: about 14 s, all rows at once),
+   more with --full (about 60 s). */
+struct SweepLength {
+    uint64_t ns;
+    const char *label;
+    size_t count, full_count;
+};
+inline constexpr SweepLength kSweep[] = {
+    {1 * kMs, "1ms", 24, 200}, {10 * kMs, "10ms", 12, 100}, {100 * kMs, "100ms", 6, 40},
+    {1 * kSec, "1s", 3, 15},   {5 * kSec, "5s", 2, 8},
+};
+
+/* One sweep row's schedule: the same wait, again and again. */
+inline std::vector<uint64_t> sweep_delays(const Params &p) {
+    return std::vector<uint64_t>(p.sweep_count, p.sweep_ns);
+}
+
+/* Waits out a sweep row's start offset. */
+inline void sweep_start(const Params &p) {
+    if (!p.sweep_offset_ns) return;
+    timespec ts{(time_t)(p.sweep_offset_ns / kSec), (long)(p.sweep_offset_ns % kSec)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) != 0) {
+    }
+}
 
 /* The rows of one workload run in rounds, every row once per round in turn,
    so that a burst of load from elsewhere on the machine hits all rows alike
@@ -343,7 +377,11 @@ inline std::vector<std::string> params_to_args(const Params &p) {
             "--restart-ops=" + std::to_string(p.restart_ops),
             "--restart-rounds=" + std::to_string(p.restart_rounds),
             "--expire-population=" + std::to_string(p.expire_population),
-            "--expire-rounds=" + std::to_string(p.expire_rounds)};
+            "--expire-rounds=" + std::to_string(p.expire_rounds),
+            "--sweep-ns=" + std::to_string(p.sweep_ns),
+            "--sweep-count=" + std::to_string(p.sweep_count),
+            "--sweep-offset-ns=" + std::to_string(p.sweep_offset_ns),
+            "--libevent-precise=" + std::to_string(p.libevent_precise)};
 }
 
 /* Parses one "--name=value" argument into p; false if it is not one of them. */
@@ -365,6 +403,10 @@ inline bool parse_param(const char *arg, Params &p) {
     if (value("--restart-rounds", v)) return p.restart_rounds = v ? v : 1, true;
     if (value("--expire-population", v)) return p.expire_population = v ? v : 1, true;
     if (value("--expire-rounds", v)) return p.expire_rounds = v ? v : 1, true;
+    if (value("--sweep-ns", v)) return p.sweep_ns = v, true;
+    if (value("--sweep-count", v)) return p.sweep_count = v, true;
+    if (value("--sweep-offset-ns", v)) return p.sweep_offset_ns = v, true;
+    if (value("--libevent-precise", v)) return p.libevent_precise = (int64_t)v, true;
     return false;
 }
 

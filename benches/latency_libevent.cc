@@ -8,13 +8,11 @@
  * linked into one binary without one silently replacing the other.
  *
  * It runs one round (--round=N) of one workload (--workload=chain|open|
- * restart|expire|expire-shuffled) with the parameters the runner passes (the same seed, so the same
- * schedule as every other row) for libevent on epoll, first with default
- * settings, then with EVENT_BASE_FLAG_PRECISE_TIMER, and prints one "RESULT"
- * line per row on
- * stdout in the format of latency.h. Lateness is measured against
- * event.ev_timeout, the absolute deadline libevent computed in event_add
- * (its monotonic clock: CLOCK_MONOTONIC_COARSE by default, CLOCK_MONOTONIC
+ * restart|expire|expire-shuffled|sweep) with the parameters the runner passes (the same seed, so
+ * the same schedule as every other row) for libevent on epoll, first with default settings, then
+ * with EVENT_BASE_FLAG_PRECISE_TIMER, and prints one "RESULT" line per row on stdout in the format
+ * of latency.h. Lateness is measured against event.ev_timeout, the absolute deadline libevent
+ * computed in event_add (its monotonic clock: CLOCK_MONOTONIC_COARSE by default, CLOCK_MONOTONIC
  * when precise; both share CLOCK_MONOTONIC's time base).
  */
 #include <cstdio>
@@ -115,8 +113,13 @@ Result run(const char *workload, bool precise, const Params &p, size_t round) {
              "delays rounded up to whole us; ";
     uint64_t waits0 = kernel_waits();
     uint64_t w0 = mono_ns();
-    if (std::strcmp(workload, "chain") == 0) {
-        std::vector<uint64_t> delays = chain_delays(p, round);
+    bool sweep = std::strcmp(workload, "sweep") == 0;
+    if (sweep || std::strcmp(workload, "chain") == 0) {
+        std::vector<uint64_t> delays = sweep ? sweep_delays(p) : chain_delays(p, round);
+        if (sweep) {
+            sweep_start(p);
+            w0 = mono_ns();
+        }
         r.lateness.reserve(delays.size());
         auto chain = std::make_unique<Chain>(Chain{base, {}, delays, r.lateness});
         evtimer_assign(&chain->ev, base, Chain::on_timer, chain.get());
@@ -162,6 +165,7 @@ int main(int argc, char **argv) {
         }
     }
     for (bool precise : {false, true}) {
+        if (p.libevent_precise >= 0 && precise != (p.libevent_precise == 1)) continue;
         Result r = run(workload, precise, p, round);
         std::printf("%s\n", encode(r).c_str());
         std::fflush(stdout);

@@ -8,6 +8,10 @@ Inputs (any mix, any number; the kind is recognised from the content):
                                one for the rows at timer slack 1 ns), each
                                with the kernel floors and the peers
       main_ops.png             restart and expiry ns/op per library
+      sweep.png                median lateness against the wait length (1 ms -
+                               5 s), one panel per I/O backend, with the
+                               relative-wait fallback, the kernel floors
+                               and the peers
   - bench-timer-ops / bench-timer-ops-libevent
     --benchmark_out=FILE --benchmark_out_format=json
       ops_<random|equal>.png   ns/op against N (log-log), one panel per
@@ -67,9 +71,11 @@ def is_peer(key):
     return key.startswith(("libev", "libuv"))
 
 
-def style(key):
+def style(key, impl=""):
     if key in ("clock_nanosleep", "epoll_pwait2", "timerfd"):
         return ":"
+    if " relative" in impl:  # tickloop's relative-wait fallback
+        return "-."
     return "--" if is_peer(key) else "-"
 
 
@@ -88,7 +94,7 @@ def cdf_panel(ax, rows, title):
         xs = sorted(max(v, 1000) / 1e3 for v in r["lateness_ns"])  # us; log axis needs > 0
         ys = [(i + 1) / len(xs) for i in range(len(xs))]
         label = r["impl"].replace("tickloop ", "")
-        ax.step(xs, ys, style(key), where="post", label=label, linewidth=1.3,
+        ax.step(xs, ys, style(key, r["impl"]), where="post", label=label, linewidth=1.3,
                 color=COLORS.get(key))
     ax.set_xscale("log")
     ax.set_xlim(10, 2e4)
@@ -128,6 +134,8 @@ def plot_latency(doc, outdir):
                      f"(tickloop-bench; left is better)")
         written.append(save(fig, outdir, f"latency_{workload}.png"))
 
+    written += plot_sweep(results, outdir)
+
     ops = [r for r in results if r.get("ops") and r["workload"] != "chain"
            and r["workload"] != "open"]
     if ops:
@@ -149,6 +157,57 @@ def plot_latency(doc, outdir):
         fig.tight_layout()
         written.append(save(fig, outdir, "main_ops.png"))
     return written
+
+
+def plot_sweep(results, outdir):
+    """Median lateness per wait length; each point also shows the maximum
+    as a thin bar above it (the sweep takes few samples by default)."""
+    rows = [r for r in results if r["workload"].startswith("sweep-") and r.get("lateness_ns")]
+    if not rows:
+        return []
+    labels = list(dict.fromkeys(r["workload"][len("sweep-"):] for r in rows))
+
+    def wait_ns(label):
+        m = re.match(r"^(\d+)(ms|s)$", label)
+        return int(m.group(1)) * (1_000_000 if m.group(2) == "ms" else 1_000_000_000)
+
+    labels.sort(key=wait_ns)
+    by_impl = defaultdict(dict)
+    for r in rows:
+        by_impl[r["impl"]][r["workload"][len("sweep-"):]] = r
+    impls = list(by_impl)
+    ios = list(dict.fromkeys(i.split("/")[-1].split()[0] for i in impls
+                             if i.startswith("tickloop ")))
+    others = [i for i in impls if not i.startswith("tickloop ")]
+    fig, axes = plt.subplots(1, len(ios), figsize=(6.2 * len(ios), 5.2), sharey=True,
+                             squeeze=False)
+    for ax, io in zip(axes[0], ios):
+        ours = [i for i in impls if i.startswith("tickloop ")
+                and i.split("/")[-1].split()[0] == io]
+        for impl in ours + others:
+            key = lib_key(impl)
+            xs, med, top = [], [], []
+            for label in labels:
+                r = by_impl[impl].get(label)
+                if not r:
+                    continue
+                v = sorted(r["lateness_ns"])
+                xs.append(wait_ns(label) / 1e6)
+                med.append(max(v[(len(v) - 1) // 2], 1000) / 1e3)
+                top.append(max(v[-1], 1000) / 1e3)
+            ax.plot(xs, med, style(key, impl), marker="o", markersize=3, linewidth=1.3,
+                    color=COLORS.get(key), label=impl.replace("tickloop ", ""))
+            ax.vlines(xs, med, top, color=COLORS.get(key), alpha=0.25, linewidth=1)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("wait length (ms, log scale)")
+        ax.set_title(f"tickloop on {io}, kernel floors, peers", fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
+    axes[0][0].set_ylabel("median lateness (us, log scale; bar: up to the max)")
+    fig.suptitle("lone timers, one wait at a time: median lateness against the wait length "
+                 "(tickloop-bench sweep; lower is better)")
+    return [save(fig, outdir, "sweep.png")]
 
 
 # ---- Google Benchmark ----------------------------------------------------

@@ -18,6 +18,8 @@
 #include <tickloop/tickloop.h>
 #include <tickloop/timer_backend.h>
 
+#include "loop_new_error.h"
+
 struct demo {
     tl_timer tick;  /* repeating: writes to the pipe          */
     tl_timer done;  /* one-shot: stops everything              */
@@ -65,7 +67,7 @@ static int run_backend(tl_io_kind io, const char *name) {
     tl_loop *loop;
     int r = tl_loop_new(&loop, &opts);
     if (r < 0) {
-        fprintf(stderr, "%s: tl_loop_new: %s\n", name, tl_strerror(r));
+        report_loop_new_error("hello", r, name);
         return 1;
     }
     struct demo d;
@@ -119,7 +121,7 @@ int main(int argc, char **argv) {
         } else if (val && strcmp(opt, "--io") == 0 && strcmp(val, "auto") == 0) {
             io = TL_IO_AUTO;
         } else if (val && strcmp(opt, "--timers") == 0) {
-            timers = val; /* an unknown name: tl_loop_new says -ENOENT */
+            timers = val; /* an unknown name: loop_new_error.h says so */
         } else {
             static const char *const known[] = {"--io", "--timers"};
             int is_known = 0;

@@ -18,7 +18,8 @@
  *   for a while on a timer;
  * - signals handled by the main thread's loop (tl_signal), which stops the
  *   workers with tl_async; every handle is stopped and every loop freed, the
- *   statistics are printed, and the process exits 0.
+ *   statistics are printed (with each loop's timer lateness from
+ *   tl_loop_lateness), and the process exits 0.
  *
  *   http_hello [--port N] [--bind ADDR] [--threads N] [--idle-ms N]
  *              [--header-ms N] [--io epoll|io_uring|auto] [--timers NAME] [--help]
@@ -49,6 +50,8 @@
 #include <unistd.h>
 
 #include <tickloop/tickloop.h>
+
+#include "loop_new_error.h"
 
 #define MS ((uint64_t)1000000)
 
@@ -124,6 +127,7 @@ struct worker {
     /* Counters, read by the main thread after the worker has finished. */
     uint64_t accepted, requests, idle_closed, header_closed, shed, accept_pauses;
     tl_loop_stats stats;
+    tl_lateness lateness; /* how late the loop ran the idle/header timers */
 };
 
 struct server {
@@ -534,7 +538,7 @@ static int worker_setup(struct worker *w) {
     int r = tl_loop_new(&w->loop, &w->server->cfg.loop_options);
     if (r < 0) {
         w->loop = NULL;
-        fprintf(stderr, "http_hello: tl_loop_new: %s\n", tl_strerror(r));
+        report_loop_new_error("http_hello", r, w->server->cfg.loop_options.timers);
         return r;
     }
     if ((r = tl_async_start(w->loop, &w->stop, worker_on_stop, w)) < 0 ||
@@ -562,6 +566,7 @@ static void *worker_main(void *arg) {
     if (w->loop) {
         worker_close_all(w);
         tl_loop_stats_get(w->loop, &w->stats);
+        tl_loop_lateness(w->loop, &w->lateness, 0);
         int r = tl_loop_free(w->loop);
         if (r < 0) {
             fprintf(stderr, "http_hello: tl_loop_free: %s\n", tl_strerror(r));
@@ -729,7 +734,7 @@ static int parse_args(int argc, char **argv, struct config *cfg) {
         } else if (strcmp(opt, "--io") == 0 && strcmp(val, "auto") == 0) {
             cfg->loop_options.io = TL_IO_AUTO;
         } else if (strcmp(opt, "--timers") == 0) {
-            cfg->loop_options.timers = val; /* an unknown name: tl_loop_new says -ENOENT */
+            cfg->loop_options.timers = val; /* an unknown name: loop_new_error.h says so */
         } else {
             fprintf(stderr, "%s: bad value for %s: %s\n", argv[0], opt, val);
             return -1;
@@ -757,7 +762,7 @@ int main(int argc, char **argv) {
 
     int r = tl_loop_new(&s.loop, &s.cfg.loop_options);
     if (r < 0) {
-        fprintf(stderr, "http_hello: tl_loop_new: %s\n", tl_strerror(r));
+        report_loop_new_error("http_hello", r, s.cfg.loop_options.timers);
         return 1;
     }
     if ((r = tl_signal_start(s.loop, &s.sigint, SIGINT, on_signal, &s)) < 0 ||
@@ -833,6 +838,14 @@ int main(int argc, char **argv) {
                (unsigned long long)w->accept_pauses, (unsigned long long)w->requests,
                (unsigned long long)w->stats.iterations, (unsigned long long)w->stats.empty_wakeups,
                (unsigned long long)w->stats.timers_fired, (unsigned long long)w->stats.io_events);
+        /* The loop's own view of its timers: wake-up time minus deadline. */
+        printf("worker %d: timer lateness (us, as the loop saw it): %llu fired, p50 %.1f, p90 "
+               "%.1f, p99 %.1f, p99.9 %.1f, max %.1f; timer wake-ups %llu (up to %llu timers "
+               "each)\n",
+               i, (unsigned long long)w->lateness.count, w->lateness.p50_ns / 1e3,
+               w->lateness.p90_ns / 1e3, w->lateness.p99_ns / 1e3, w->lateness.p999_ns / 1e3,
+               w->lateness.max_ns / 1e3, (unsigned long long)w->stats.timer_wakeups,
+               (unsigned long long)w->stats.max_timers_per_wakeup);
         connections += w->accepted;
         requests += w->requests;
         if (w->setup_err < 0 || w->exit_err < 0) s.exit_code = 1;

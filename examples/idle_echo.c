@@ -38,6 +38,8 @@
 
 #include <tickloop/tickloop.h>
 
+#include "loop_new_error.h"
+
 #define MS ((uint64_t)1000000)
 
 enum {
@@ -296,7 +298,7 @@ int main(int argc, char **argv) {
         } else if (val && strcmp(opt, "--io") == 0 && strcmp(val, "auto") == 0) {
             opts.io = TL_IO_AUTO;
         } else if (val && strcmp(opt, "--timers") == 0) {
-            opts.timers = val; /* an unknown name: tl_loop_new says -ENOENT */
+            opts.timers = val; /* an unknown name: loop_new_error.h says so */
         } else {
             static const char *const known[] = {"--port", "--idle-ms", "--io", "--timers"};
             int is_known = 0;
@@ -323,7 +325,7 @@ int main(int argc, char **argv) {
     }
     int r = tl_loop_new(&s.loop, &opts);
     if (r < 0) {
-        fprintf(stderr, "idle_echo: tl_loop_new: %s\n", tl_strerror(r));
+        report_loop_new_error("idle_echo", r, opts.timers);
         return 1;
     }
     tl_io_init(&s.listener, s.listen_fd, on_accept, &s);

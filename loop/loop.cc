@@ -7,8 +7,8 @@
  *   2. timeout = 0 (NOWAIT, stop requested, an IDLE hook active, nothing
  *      referenced left, a timer already due) or the time to the timer
  *      backend's next_expiry, or "forever" with no timer;
- *   3. wait in the I/O backend, at most timeout, with nanosecond resolution;
- *      EINTR re-waits for what remains of the same deadline;
+ *   3. wait in the I/O backend until the absolute deadline (now + timeout),
+ *      with no slack; EINTR re-waits for the same deadline;
  *   4. read the clock once into the cached `now`;
  *   5. run every due timer, then the I/O callbacks of the events collected;
  *   6. run the CHECK hooks.
@@ -125,19 +125,20 @@ int iterate(tl_loop *loop, tl_run_mode mode) noexcept {
     hooks_run(loop, TL_HOOK_IDLE);
     hooks_run(loop, TL_HOOK_PREPARE);
     uint64_t timeout = idled ? 0 : wait_timeout(loop, mode);
-    uint64_t wait_until = sat_add(loop->now, timeout);
+    /* The backends wait for the deadline itself (0: do not block). */
+    uint64_t deadline = timeout == 0 ? 0 : sat_add(loop->now, timeout);
     int n;
-    for (;;) {
-        n = loop->io->wait(timeout, loop->events, kMaxEvents);
-        if (n != -EINTR) break;
+    do {
         /* A signal handler interrupted the wait: wait out the same deadline. */
-        loop->now = clock_now();
-        if (timeout == UINT64_MAX) continue;
-        timeout = wait_until > loop->now ? wait_until - loop->now : 0;
-    }
+        n = loop->io->wait(deadline, loop->events, kMaxEvents);
+    } while (n == -EINTR);
     if (n < 0) return n;
     loop->now = clock_now();
     uint64_t ran = timers_dispatch(loop);
+    if (ran) {
+        ++loop->stats.timer_wakeups;
+        if (ran > loop->stats.max_timers_per_wakeup) loop->stats.max_timers_per_wakeup = ran;
+    }
     ran += io_dispatch(loop, n);
     hooks_run(loop, TL_HOOK_CHECK);
     TL_DEBUG_VERIFY(loop, "loop iteration");
@@ -303,7 +304,13 @@ TL_API int tl_loop_fd(const tl_loop *loop) {
 }
 
 TL_API uint64_t tl_loop_timeout(const tl_loop *loop) {
-    if (!loop || loop->stopping || loop->idle_hooks || loop->io->has_unsubmitted()) return 0;
+    if (!loop || loop->stopping || loop->idle_hooks) return 0;
+    /* io_uring re-arms ride on the next wait; a host about to block on
+       tl_loop_fd would never see their completions. Submit them now (one
+       syscall) rather than make the host run an extra round. Completions
+       already waiting (or a failed submit, which the next tl_loop_run
+       reports) mean the host must not block. */
+    if (loop->io->needs_enter() && (loop->io->flush() < 0 || loop->io->needs_enter())) return 0;
     /* A fresh read: the cached time may be a whole host iteration old, and
        a timeout from it would make the host wait that much too long. */
     return timer_timeout(loop, clock_now());
@@ -337,6 +344,65 @@ TL_API int tl_loop_fork(tl_loop *loop) {
     loop->io = fresh;
     return 0;
 }
+
+} // extern "C"
+
+/* Each count is kept up by start/stop; the walk recomputes it from the
+   structures themselves. Timers are counted by their backend plus the ready
+   list (both walked by verify.cc), so their share is taken from that. Debug
+   builds run it inside loop_verify too. */
+extern "C" const char *tl_detail_loop_check(const tl_loop *loop) noexcept {
+    uint64_t io = 0, io_unref = 0;
+    for (size_t fd = 0; fd < loop->fds_size; ++fd) {
+        const tl_io *w = loop->fds[fd];
+        if (!w) continue;
+        if (w->fd != (int)fd) return "fd table: a watcher filed under another fd";
+        if (!(w->flags & IO_ACTIVE)) return "fd table: an inactive watcher";
+        if (w->flags & IO_INTERNAL) continue;
+        ++io;
+        io_unref += (w->flags & IO_UNREF) != 0;
+    }
+    if (io != loop->stats.io_active) return "io_active differs from the fd table";
+    uint64_t asyncs = 0, unref = io_unref;
+    for (const tl_async *a = loop->asyncs.head; a; a = a->next) {
+        if (!(a->magic & HANDLE_ACTIVE) || a->loop != loop) return "async list: not active here";
+        if (a->next ? a->next->prev != a : loop->asyncs.tail != a) return "async list: links";
+        ++asyncs;
+        unref += (a->magic & HANDLE_UNREF) != 0;
+    }
+    if (asyncs != loop->stats.asyncs_active) return "asyncs_active differs from the list";
+    uint64_t signals = 0;
+    for (const tl_signal *s = loop->signals; s; s = s->next) {
+        if (!(s->magic & HANDLE_ACTIVE) || s->loop != loop) return "signal list: not active here";
+        ++signals;
+        unref += (s->magic & HANDLE_UNREF) != 0;
+    }
+    if (signals != loop->stats.signals_active) return "signals_active differs from the list";
+    uint64_t hooks = 0, idle = 0;
+    for (int kind = 0; kind < kHookKinds; ++kind) {
+        const OrderedList<tl_hook> &list = loop->hooks[kind];
+        for (const tl_hook *h = list.head; h; h = h->next) {
+            if (!(h->flags & HOOK_ACTIVE) || h->loop != loop || h->kind != (uint32_t)kind)
+                return "hook list: not an active hook of this kind and loop";
+            if (h->next ? h->next->prev != h : list.tail != h) return "hook list: links";
+            if (h->next && h->next->seq <= h->seq) return "hook list: not in start order";
+            ++hooks;
+            idle += kind == TL_HOOK_IDLE;
+            unref += (h->flags & HOOK_UNREF) != 0;
+        }
+    }
+    if (hooks != loop->stats.hooks_active) return "hooks_active differs from the lists";
+    if (idle != loop->idle_hooks) return "idle_hooks differs from the IDLE list";
+    uint64_t timers = timers_active(loop);
+    if (loop->active_handles != timers + io + asyncs + signals + hooks)
+        return "active_handles is not the sum of the kinds";
+    /* Unreferenced timers cannot be enumerated: they make up the rest. */
+    if (loop->unref_active < unref || loop->unref_active - unref > timers)
+        return "unref_active does not match the handles' flags";
+    return nullptr;
+}
+
+extern "C" {
 
 /* The generic strerror text, except where the library gives the errno a
    narrower meaning and the generic one misleads ("No such file or

@@ -8,8 +8,10 @@
 
 #include <csignal>
 #include <cstdint>
+#include <ctime>
 #include <pthread.h>
 
+#include "lateness.h"
 #include "tickloop/timer_backend.h"
 #include "timers/timers.h"
 
@@ -126,15 +128,39 @@ public:
        first use where it is not the backend's own; a negative errno if that
        fails. */
     virtual int poll_fd() noexcept = 0;
-    /* True while requests are queued that the kernel has not been handed yet
-       (io_uring's SQEs and re-arms ride on the next wait): a host polling
-       poll_fd() would not see their completions, so tl_loop_timeout says 0. */
-    virtual bool has_unsubmitted() const noexcept { return false; }
-    /* Waits at most timeout_ns (UINT64_MAX: no limit, 0: never blocks) and
+    /* True while a host must not block on poll_fd(): requests queued that
+       the kernel has not been handed yet (io_uring's SQEs and re-arms ride on
+       the next wait), or completions already waiting for an iteration (in
+       the CQ, or as deferred task work) whose signal the loop may have
+       drained. tl_loop_timeout then flushes, and says 0 if that leaves any. */
+    virtual bool needs_enter() const noexcept { return false; }
+    /* Hands queued requests to the kernel without waiting. 0 or a negative
+       errno. */
+    virtual int flush() noexcept { return 0; }
+    /* Waits until the absolute CLOCK_MONOTONIC time deadline_ns at most
+       (UINT64_MAX: no limit; 0, or any time already past: never blocks) and
        stores up to cap ready events in out. Returns their number, -EINTR if a
-       signal handler interrupted the wait, or another negative errno. */
-    virtual int wait(uint64_t timeout_ns, ReadyEvent *out, int cap) noexcept = 0;
+       signal handler interrupted the wait, or another negative errno. An
+       absolute deadline lets the caller retry an interrupted wait with the
+       same argument: a retry can never extend it, and time spent between the
+       loop's clock read and the syscall (callbacks, preemption) never
+       lengthens a wait. */
+    virtual int wait(uint64_t deadline_ns, ReadyEvent *out, int cap) noexcept = 0;
 };
+
+/* A fresh CLOCK_MONOTONIC read, in ns. */
+inline uint64_t monotonic_ns() noexcept {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* For a backend that can only wait for a duration: what remains until
+   deadline_ns (finite, non-zero) from a fresh clock read, 0 if it passed. */
+inline uint64_t remaining_ns(uint64_t deadline_ns) noexcept {
+    uint64_t now = monotonic_ns();
+    return deadline_ns > now ? deadline_ns - now : 0;
+}
 
 int epoll_backend_create(IoBackend **out) noexcept;
 /* -ENOSYS without liburing or on a kernel too old; the kernel's errno when
@@ -245,6 +271,7 @@ struct tl_loop {
 
     tl_loop_stats stats; /* counters; the *_active fields are kept live */
     tl::detail::ReadyEvent events[tl::detail::kMaxEvents];
+    tl::detail::LatenessHistogram lateness; /* cold: 7.8 KB, last */
 };
 
 namespace tl::detail {
@@ -272,6 +299,12 @@ int async_fork(tl_loop *loop) noexcept;
 int signal_fork(tl_loop *loop) noexcept;
 /* fd-table slot for an fd (grows the table); used by the fork steps. */
 int io_reserve_fd(tl_loop *loop, int fd) noexcept;
+
+/* The loop's invariant walker (tests call it; libev's ev_verify): the fd
+   table, the async, signal and hook lists against the handle counts and the
+   start order. nullptr if they hold, else what broke. Hidden, like
+   tl_detail_timers_check. */
+extern "C" const char *tl_detail_loop_check(const tl_loop *loop) noexcept;
 
 /* Every activation and deactivation of a handle goes through these, so that
    tl_loop_alive (a referenced handle active) is one comparison. */

@@ -137,6 +137,7 @@ uint64_t timers_dispatch(tl_loop *loop) noexcept {
     uint64_t fired = 0;
     while (tl_timer *t = loop->ready_head) {
         ready_unlink(loop, t);
+        lateness_record(loop->lateness, now, t->deadline);
         if (t->repeat) {
             /* Re-armed before the callback (the contract), so the callback
                sees it active and may stop or restart it. */

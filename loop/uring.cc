@@ -18,6 +18,15 @@
  * on a reused fd number) is dropped, so a late completion never reaches the
  * wrong watcher. SQEs of our own (poll removal, update) carry kInternalTag.
  *
+ * Timed waits are absolute where the kernel offers it (Linux 6.12:
+ * IORING_REGISTER_CLOCK with CLOCK_MONOTONIC, then IORING_ENTER_ABS_TIMER):
+ * the wait ends at the loop's deadline itself, however late the enter
+ * started, and a retried (interrupted) wait cannot extend it. Older kernels,
+ * or TICKLOOP_URING_ABS_TIMER=0, wait for the time that remains from a fresh
+ * clock read. Either way the enter is made here, not by liburing (2.3 has no
+ * absolute-timeout call): the SQ tail is published as liburing does, and the
+ * same enter submits the queued re-arms and waits.
+ *
  * Ring setup: SINGLE_ISSUER | DEFER_TASKRUN (6.1), else COOP_TASKRUN (5.19),
  * else plain; never SQPOLL. With SINGLE_ISSUER the ring starts disabled and is
  * enabled by the first call from the loop's thread, so a loop may be created
@@ -42,6 +51,16 @@
 
 namespace tl::detail {
 namespace {
+
+/* Linux 6.12 uapi that Debian's liburing 2.3 headers lack. */
+#ifndef IORING_ENTER_ABS_TIMER
+#define IORING_ENTER_ABS_TIMER (1U << 5)
+#endif
+constexpr unsigned kRegisterClock = 29; /* IORING_REGISTER_CLOCK */
+struct ClockRegister {                  /* struct io_uring_clock_register */
+    uint32_t clockid;
+    uint32_t resv[3];
+};
 
 /* user_data of our own SQEs (poll removal/update): its CQE is ignored. The
  * loop's tags never take this value (fd and generation are never both ~0). */
@@ -90,8 +109,18 @@ public:
         return fd;
     }
 
-    bool has_unsubmitted() const noexcept override {
-        return rearm_count_ > 0 || io_uring_sq_ready(&ring_) > 0;
+    bool needs_enter() const noexcept override {
+        unsigned sq_flags = IO_URING_READ_ONCE(*ring_.sq.kflags);
+        return rearm_count_ > 0 || io_uring_sq_ready(&ring_) > 0 || io_uring_cq_ready(&ring_) > 0 ||
+               (sq_flags & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW));
+    }
+
+    int flush() noexcept override {
+        int r = enable();
+        if (r < 0) return r;
+        rearm_pending();
+        r = io_uring_submit(&ring_);
+        return r < 0 && r != -EBUSY && r != -EAGAIN ? r : 0;
     }
 
     int init(unsigned flags) noexcept {
@@ -152,16 +181,12 @@ public:
         reg = Registration{};
     }
 
-    int wait(uint64_t timeout_ns, ReadyEvent *out, int cap) noexcept override {
+    int wait(uint64_t deadline_ns, ReadyEvent *out, int cap) noexcept override {
         int r = enable();
         if (r < 0) return r;
-        if (evfd_ >= 0) {
-            uint64_t count;
-            while (read(evfd_, &count, sizeof count) < 0 && errno == EINTR) {
-            }
-        }
+        if (evfd_ >= 0) drain_eventfd();
         rearm_pending();
-        if (timeout_ns == 0) {
+        if (deadline_ns == 0) {
             /* NOWAIT: never block, and enter the kernel only to submit or
                when it flags work for us (deferred task work, CQ overflow):
                an idle or already-fed iteration makes no syscall. */
@@ -172,21 +197,79 @@ public:
                 if (r < 0 && r != -EBUSY && r != -EAGAIN) return r;
             }
         } else {
-            struct __kernel_timespec ts;
-            struct __kernel_timespec *tsp = nullptr;
-            if (timeout_ns != UINT64_MAX) {
-                ts.tv_sec = (long long)(timeout_ns / 1000000000u);
-                ts.tv_nsec = (long long)(timeout_ns % 1000000000u);
-                tsp = &ts;
-            }
-            io_uring_cqe *cqe;
-            r = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, tsp, nullptr);
+            r = wait_cqe(deadline_ns);
             if (r < 0 && r != -ETIME && r != -EBUSY && r != -EAGAIN) return r;
         }
-        return reap(out, cap);
+        int ready = reap(out, cap);
+        /* Our own enter just posted CQEs, and each posting signalled the
+           eventfd again: drain that too, or an idle host would wake once
+           more for nothing. Anything that arrives after this drain either
+           signals again or is seen by needs_enter(). */
+        if (evfd_ >= 0) drain_eventfd();
+        return ready;
+    }
+
+    /* Selects absolute waits if the kernel has them (and the environment
+       does not turn them off). Called once, on the loop's thread. */
+    void probe_abs_timer() noexcept {
+        const char *env = std::getenv("TICKLOOP_URING_ABS_TIMER");
+        if (env && std::strcmp(env, "0") == 0) return;
+        ClockRegister reg;
+        std::memset(&reg, 0, sizeof reg);
+        reg.clockid = CLOCK_MONOTONIC;
+        abs_timer_ = syscall(__NR_io_uring_register, ring_.ring_fd, kRegisterClock, &reg, 0) == 0;
     }
 
 private:
+    /* Publishes the queued SQEs to the kernel (liburing's flush: the ring is
+       never SQPOLL) and returns how many the next enter submits. */
+    unsigned flush_sq() noexcept {
+        io_uring_sq &sq = ring_.sq;
+        unsigned tail = sq.sqe_tail;
+        if (sq.sqe_head != tail) {
+            sq.sqe_head = tail;
+            IO_URING_WRITE_ONCE(*sq.ktail, tail);
+        }
+        return tail - *sq.khead;
+    }
+
+    /* Submits what is queued and waits for one completion until deadline_ns
+       (UINT64_MAX: no limit). Returns >= 0, or a negative errno (-ETIME when
+       the deadline passed, -EINTR for a signal). */
+    int wait_cqe(uint64_t deadline_ns) noexcept {
+        unsigned submit = flush_sq();
+        unsigned sq_flags = IO_URING_READ_ONCE(*ring_.sq.kflags);
+        /* Completions already posted and nothing for the kernel to do: no
+           syscall (a busy server's common case). */
+        if (!submit && io_uring_cq_ready(&ring_) &&
+            !(sq_flags & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW)))
+            return 0;
+        unsigned flags = IORING_ENTER_GETEVENTS;
+        struct io_uring_getevents_arg arg;
+        struct __kernel_timespec ts;
+        std::memset(&arg, 0, sizeof arg);
+        arg.sigmask_sz = _NSIG / 8;
+        if (deadline_ns != UINT64_MAX) {
+            uint64_t t = deadline_ns;
+            if (abs_timer_)
+                flags |= IORING_ENTER_ABS_TIMER;
+            else
+                t = remaining_ns(deadline_ns);
+            ts.tv_sec = (long long)(t / 1000000000u);
+            ts.tv_nsec = (long long)(t % 1000000000u);
+            arg.ts = (uint64_t)(uintptr_t)&ts;
+        }
+        flags |= IORING_ENTER_EXT_ARG;
+        long r = syscall(__NR_io_uring_enter, ring_.ring_fd, submit, 1u, flags, &arg, sizeof arg);
+        return r < 0 ? -errno : (int)r;
+    }
+
+    void drain_eventfd() noexcept {
+        uint64_t count;
+        while (read(evfd_, &count, sizeof count) < 0 && errno == EINTR) {
+        }
+    }
+
     int enable() noexcept {
         if (!disabled_) return 0;
         /* Debian's liburing 2.3 declares io_uring_enable_rings() but does not
@@ -282,7 +365,8 @@ private:
     struct io_uring ring_;
     bool ring_ready_ = false;
     bool disabled_ = false;
-    int evfd_ = -1; /* tl_loop_fd's eventfd, -1 until asked for */
+    bool abs_timer_ = false; /* IORING_ENTER_ABS_TIMER on CLOCK_MONOTONIC */
+    int evfd_ = -1;          /* tl_loop_fd's eventfd, -1 until asked for */
     Registration *regs_ = nullptr;
     size_t regs_size_ = 0;
     int *rearm_ = nullptr;
@@ -312,6 +396,7 @@ int uring_backend_create(IoBackend **out) noexcept {
         delete backend;
         return r;
     }
+    backend->probe_abs_timer();
     *out = backend;
     return 0;
 }

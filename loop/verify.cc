@@ -16,6 +16,9 @@
  *   this loop.
  * - Async and signal lists: next/prev links agree, each member belongs to
  *   this loop, and the dispatch cursors point into their list (or are NULL).
+ * - Handle counts (tl_detail_loop_check): active_handles is the sum of the
+ *   kinds, each per-kind count matches its list or the fd table, hooks are
+ *   in start order, unref_active matches the handles' flags.
  */
 #ifndef NDEBUG
 #include <cstdio>
@@ -102,6 +105,8 @@ void loop_verify(tl_loop *loop, const char *where) noexcept {
     verify_list(loop, loop->signals, loop->signal_cursor, where, "signal");
     if (const char *broken = tl_detail_timers_check(loop->timer_backend, loop->timers))
         fail(where, broken);
+    /* The handle counts against the lists and flags (loop.cc). */
+    if (const char *broken = tl_detail_loop_check(loop)) fail(where, broken);
 }
 
 void check_popped(tl_loop *loop, const tl_timer *t, uint64_t now, bool first) noexcept {

@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <new>
+#include <string>
 #include <thread>
 #include <unistd.h>
 
@@ -130,3 +131,110 @@ Test(cpp_wrapper, io_async_and_signal) {
     close(fds[0]);
     close(fds[1]);
 }
+
+Test(cpp_wrapper, unknown_backend_is_named_with_the_registered_ones) {
+    try {
+        tickloop::Options o;
+        o.timers = "bogus";
+        tickloop::Loop loop(o);
+        cr_assert_fail("unknown backend accepted");
+    } catch (const std::system_error &e) {
+        cr_assert_eq(e.code().value(), ENOENT);
+        std::string what = e.what();
+        cr_assert(what.find("unknown timer backend 'bogus'; registered: heap2, heap4, wheel, "
+                            "hwheel") != std::string::npos,
+                  "%s", e.what());
+    }
+}
+
+Test(cpp_wrapper, every_option_reaches_the_loop) {
+    tickloop::Options o;
+    o.timers = "wheel";
+    o.io = TL_IO_EPOLL;
+    o.tick = 2ms;
+    o.wheel_slots = 64;
+    o.max_timers = 1;
+    o.max_timers_per_iteration = 4;
+    o.timer_slack = 1us;
+    tickloop::Loop loop(o);
+    cr_assert_str_eq(loop.timers_name(), "wheel");
+    cr_assert_str_eq(loop.io_name(), "epoll");
+    tickloop::Timer a(loop, [](tickloop::Timer &) {}), b(loop, [](tickloop::Timer &) {});
+    a.start(1s);
+    try {
+        b.start(1s);
+        cr_assert_fail("max_timers = 1 let a second timer start");
+    } catch (const std::system_error &e) {
+        cr_assert_eq(e.code().value(), ENOSPC);
+    }
+}
+
+Test(cpp_wrapper, adopt_and_borrow_a_c_loop) {
+    tl_loop *raw;
+    cr_assert_eq(tl_loop_new(&raw, nullptr), 0);
+    {
+        tickloop::Loop borrowed(raw, tickloop::Ownership::borrow);
+        tickloop::Timer t(borrowed, [](tickloop::Timer &) {});
+        t.start(0ms);
+        cr_assert_not(borrowed.run());
+    }
+    /* Still ours: adopt it, and the Loop frees it (ASan would report a leak). */
+    tickloop::Loop adopted(raw);
+    cr_assert_eq(adopted.get(), raw);
+    cr_assert_not(adopted.alive());
+}
+
+Test(cpp_wrapper, hooks_refs_and_embedding) {
+    tickloop::Loop loop;
+    std::string log;
+    tickloop::Hook prepare(loop, TL_HOOK_PREPARE, [&](tickloop::Hook &) { log += 'P'; });
+    tickloop::Hook check(loop, TL_HOOK_CHECK, [&](tickloop::Hook &h) {
+        log += 'C';
+        h.stop();
+    });
+    tickloop::Timer t(loop, [&](tickloop::Timer &) { log += 'T'; });
+    prepare.start();
+    check.start();
+    prepare.set_ref(false);
+    t.start(0ms);
+    cr_assert(loop.alive());
+    cr_assert_eq(loop.timeout().count(), 0);
+    cr_assert_geq(loop.fd(), 0);
+    cr_assert_not(loop.run());
+    cr_assert_str_eq(log.c_str(), "PTC");
+    /* Only the unreferenced prepare hook is left. */
+    cr_assert(prepare.active());
+    cr_assert_not(loop.alive());
+    t.start(1h);
+    t.set_ref(false);
+    cr_assert_not(loop.alive());
+    cr_assert_gt(loop.timeout().count(), 0);
+}
+
+Test(cpp_wrapper, signal_callback_receives_its_handle) {
+    tickloop::Loop loop;
+    int got = 0;
+    tickloop::Signal *seen = nullptr;
+    tickloop::Signal usr2(loop, SIGUSR2, [&](tickloop::Signal &s, int signo) {
+        seen = &s;
+        got = signo;
+        s.stop();
+    });
+    raise(SIGUSR2);
+    for (int i = 0; i < 100 && !got; ++i) loop.run(TL_RUN_ONCE);
+    cr_assert_eq(got, SIGUSR2);
+    cr_assert_eq(seen, &usr2);
+    cr_assert_eq(usr2.signo(), SIGUSR2);
+}
+
+#ifndef NDEBUG
+/* A handle that outlives its Loop: caught when the Loop goes, before the
+   handle's destructor would touch freed memory. */
+Test(cpp_wrapper, handle_outliving_its_loop_aborts_in_debug_builds, .signal = SIGABRT) {
+    auto *loop = new tickloop::Loop();
+    auto *t = new tickloop::Timer(*loop, [](tickloop::Timer &) {});
+    t->start(1s);
+    delete loop;
+    delete t;
+}
+#endif

@@ -372,10 +372,38 @@ Test(examples, hello_cpp_runs) {
     assert_exit_0(&c, status, "hello_cpp");
 }
 
+/* The embedding examples, on every registered timer backend: each prints
+ * one line and exits 0 only if every timer tick crossed to the host loop and
+ * its answer came back as tickloop I/O, no tick early. */
+static void check_embed_example(const char *path, const char *what) {
+    skip_unless_io_available();
+    const char *names[16];
+    size_t n = tl_timer_backend_names(names, 16);
+    for (size_t i = 0; i < n && i < 16; i++) {
+        struct child c;
+        char *argv[] = {(char *)path, "--io",           (char *)io_kind(),
+                        "--timers",   (char *)names[i], NULL};
+        int status = run_to_end(&c, argv, EXIT_MS);
+        assert_exit_0(&c, status, what);
+        cr_expect(strstr(c.log, "ticks=10 host_reads=10 answers=10 early=0"), "%s %s: %s", what,
+                  names[i], c.log);
+    }
+}
+
+Test(examples, embed_poll_drives_timers_and_io_from_a_poll_host) {
+    check_embed_example(example("TL_EXAMPLE_EMBED_POLL"), "embed_poll");
+}
+
+Test(examples, embed_glib_drives_timers_and_io_from_glib) {
+    const char *path = getenv("TL_EXAMPLE_EMBED_GLIB");
+    if (!path || !*path) cr_skip_test("built without GLib (libglib2.0-dev)");
+    check_embed_example(path, "embed_glib");
+}
+
 Test(examples, bad_arguments_exit_2_and_unknown_backend_exits_1) {
     struct child c;
     const char *exes[] = {"TL_EXAMPLE_HELLO", "TL_EXAMPLE_HTTP_HELLO", "TL_EXAMPLE_IDLE_ECHO",
-                          "TL_EXAMPLE_DELAYED_TASKS"};
+                          "TL_EXAMPLE_DELAYED_TASKS", "TL_EXAMPLE_EMBED_POLL"};
     for (size_t i = 0; i < sizeof exes / sizeof exes[0]; i++) {
         char *bad[] = {(char *)example(exes[i]), "--no-such-option", "1", NULL};
         int status = run_to_end(&c, bad, EXIT_MS);
@@ -389,10 +417,12 @@ Test(examples, bad_arguments_exit_2_and_unknown_backend_exits_1) {
                   "%s --help: %s", help[0], c.log);
         char *unknown[] = {
             (char *)example(exes[i]), "--timers", "no-such-backend", "--port", "0", NULL};
-        if (i == 0 || i == 3) unknown[3] = NULL; /* hello and delayed_tasks take no --port */
+        if (i == 0 || i >= 3) unknown[3] = NULL; /* only http_hello and idle_echo take --port */
         status = run_to_end(&c, unknown, EXIT_MS);
+        /* Named, with the registered ones (not "No such file or directory"). */
         cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 1 &&
-                      strstr(c.log, tl_strerror(-ENOENT)),
+                      strstr(c.log, "unknown timer backend 'no-such-backend'; registered: heap2, "
+                                    "heap4, wheel, hwheel"),
                   "%s --timers no-such-backend: %s", unknown[0], c.log);
     }
 }
@@ -612,6 +642,9 @@ Test(http_hello, closes_idle_connection_after_idle_ms) {
               "connection closed %ld ms after its last request, idle-ms is %d", took, IDLE_MS);
     close(c->fd);
     server_stop(&srv, "idle-closed 2");
+    /* The two idle timeouts, measured by the loop itself. */
+    cr_expect(strstr(srv.log, "timer lateness (us, as the loop saw it): 2 fired"),
+              "no lateness of the 2 idle timers in:\n%s", srv.log);
 }
 
 Test(http_hello, requests_restart_the_idle_timer) {

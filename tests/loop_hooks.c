@@ -117,6 +117,7 @@ Test(hooks, same_kind_runs_in_start_order_restart_counts_as_new) {
     cr_assert_eq(tl_hook_start(loop, &hs[1].hook), 0);
     cr_assert_eq(tl_loop_run(loop, TL_RUN_NOWAIT), 1);
     cr_assert_str_eq(tr.log, "abcdacdb");
+    check_loop(loop);
     for (int i = 0; i < 4; i++) tl_hook_stop(loop, &hs[i].hook);
     free_loop(loop);
 }
@@ -193,6 +194,7 @@ static void check_kind_param(tl_hook_kind kind) {
     cr_assert_eq(tl_loop_run(loop, TL_RUN_NOWAIT), 1);
     cr_assert_eq(f.ran[0], 1);
     cr_assert_eq(f.ran[1], 0, "a hook stopped before its turn ran");
+    check_loop(loop);
     cr_assert_eq(f.ran[2], 1);
     cr_assert_eq(tl_loop_run(loop, TL_RUN_NOWAIT), 1);
     cr_assert_eq(f.ran[2], 2);
@@ -358,6 +360,7 @@ static void h_idle_1(tl_loop *loop, tl_hook *h) {
 static void h_check(tl_loop *loop, tl_hook *h) {
     (void)h;
     H.check_ran++;
+    check_loop(loop);
     if (++H.iteration < kIterations) {
         for (int i = 0; i < kIdleCount; i++) {
             if (tl_hook_active(&H.idle_1[i])) continue;

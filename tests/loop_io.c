@@ -732,8 +732,10 @@ Test(loop, eintr_during_wait_is_not_an_error) {
 }
 
 Test(loop, eintr_during_millisecond_wait_fallback) {
-    /* epoll.cc: TICKLOOP_EPOLL_PWAIT2=0 forces epoll_wait with a rounded-up
-       millisecond timeout; other I/O backends ignore it. */
+    /* epoll.cc: TICKLOOP_EPOLL_TIMERFD=0 selects relative waits and
+       TICKLOOP_EPOLL_PWAIT2=0 forces epoll_wait among them, with a rounded-up
+       millisecond timeout; other I/O backends ignore both. */
+    cr_assert(setenv("TICKLOOP_EPOLL_TIMERFD", "0", 1) == 0);
     cr_assert(setenv("TICKLOOP_EPOLL_PWAIT2", "0", 1) == 0);
     check_eintr();
 }

@@ -65,6 +65,7 @@ BACKEND_TEST(ref, timer_unref_before_start) {
     tl_loop_stats_get(loop, &st);
     cr_assert_eq(st.timers_active, 1);
     cr_assert_eq(st.unref_active, 1);
+    check_loop(loop);
     cr_assert_eq(tl_loop_free(loop), -EBUSY, "%s: an unreferenced timer is still active", p->name);
     tl_timer_stop(loop, &t);
     free_loop(loop);
@@ -318,6 +319,7 @@ Test(async, pending_asyncs_run_in_start_order) {
     tl_async_send(&quit);
     cr_assert_eq(tl_loop_run(loop, TL_RUN_ONCE), 1);
     cr_assert_str_eq(o.log, "wqlqw");
+    check_loop(loop);
     tl_async_stop(loop, &work);
     tl_async_stop(loop, &quit);
     tl_async_stop(loop, &late);
@@ -405,6 +407,7 @@ Test(stats, per_kind_active_counts_explain_ebusy) {
     cr_assert_eq(st.signals_active, 1);
     cr_assert_eq(st.hooks_active, 2);
     cr_assert_eq(st.unref_active, 1);
+    check_loop(loop);
     cr_assert_eq(tl_loop_free(loop), -EBUSY);
     tl_timer_stop(loop, &t);
     tl_io_stop(loop, &w);

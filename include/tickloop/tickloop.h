@@ -12,8 +12,8 @@
  *   exits on bad input.
  * - Time is uint64_t nanoseconds on CLOCK_MONOTONIC. Durations that would
  *   overflow saturate at UINT64_MAX, which means "never".
- * - Handles (tl_timer, tl_io, tl_async, tl_signal) are owned and allocated by
- *   the caller, usually embedded in its own objects. Starting, stopping and
+ * - Handles (tl_timer, tl_io, tl_async, tl_signal, tl_hook) are owned and
+ *   allocated by the caller, usually embedded in its own objects. Starting, stopping and
  *   restarting them allocates nothing per call, except that a heap timer
  *   backend's array grows geometrically (start then returns -ENOMEM and the
  *   timer stays inactive if that growth fails).
@@ -101,15 +101,18 @@ TL_API void tl_loop_options_init(tl_loop_options *opts);
 TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts);
 
 /* Frees a loop with no active handles. Returns 0, -EINVAL (NULL), or -EBUSY
- * while timers, I/O watchers, asyncs or signal watchers are active (the loop is
- * left untouched and usable). Loop thread. */
+ * while timers, I/O watchers, asyncs, signal watchers or hooks are active,
+ * unreferenced ones included (the loop is left untouched and usable;
+ * tl_loop_stats_get counts the active handles per kind), or while it runs.
+ * Loop thread. */
 TL_API int tl_loop_free(tl_loop *loop);
 
-/* Runs the loop.
- *   TL_RUN_DEFAULT: until tl_loop_stop() or no active handle remains;
+/* Runs the loop (one iteration is drawn in "Loop hooks" below).
+ *   TL_RUN_DEFAULT: until tl_loop_stop() or no active referenced handle
+ *                   remains (tl_loop_alive; see "References");
  *   TL_RUN_ONCE:    one iteration, blocking until something happens;
  *   TL_RUN_NOWAIT:  one iteration, never blocking.
- * Returns 1 if active handles remain, 0 if none, -EINVAL (NULL loop or bad
+ * Returns 1 if active referenced handles remain, 0 if none, -EINVAL (NULL loop or bad
  * mode), -EBUSY (called from inside one of this loop's callbacks), or a
  * negative errno from the kernel's wait. Loop thread. */
 TL_API int tl_loop_run(tl_loop *loop, tl_run_mode mode);
@@ -226,7 +229,7 @@ struct tl_async {
     tl_loop *loop;
     tl_async *next, *prev;
     uint32_t pending; /* accessed atomically */
-    uint32_t magic;
+    uint32_t magic;   /* marker and state (active, initialised, unreferenced) */
 };
 
 /* Prepares a (inactive, referenced). Recommended before the first
@@ -269,7 +272,7 @@ struct tl_signal {
     /* private */
     tl_loop *loop;
     tl_signal *next, *prev;
-    uint32_t magic;
+    uint32_t magic; /* marker and state (active, initialised, unreferenced) */
     uint32_t reserved;
 };
 
@@ -410,10 +413,13 @@ TL_API int tl_loop_fd(const tl_loop *loop);
 
 /* How long, in ns from now (a fresh clock read), the host may wait on
  * tl_loop_fd() before calling tl_loop_run(loop, TL_RUN_NOWAIT): 0 when the
- * loop has work now (a due timer, an active IDLE hook, a stop requested,
- * io_uring requests not yet handed to the kernel), the time to the next
- * timer's deadline, or UINT64_MAX when only I/O can wake the loop (no
- * timer). Also 0 for a NULL loop. Loop thread. */
+ * loop has work now (a due timer, an active IDLE hook, a stop requested), the
+ * time to the next timer's deadline, or UINT64_MAX when only I/O can wake the
+ * loop (no timer). Also 0 for a NULL loop. Call it just before the host
+ * blocks: on io_uring it first hands the kernel the requests the last
+ * iteration queued (poll re-arms, which otherwise ride on the next wait),
+ * so that their completions reach tl_loop_fd(); if that submission fails it
+ * returns 0 and the next tl_loop_run reports the error. Loop thread. */
 TL_API uint64_t tl_loop_timeout(const tl_loop *loop);
 
 /* ------------------------------------------------------------------------ */
@@ -461,12 +467,15 @@ typedef struct tl_loop_stats {
     uint64_t unref_active;   /* active handles of any kind that are unreferenced
                                 (tl_*_set_ref 0): they do not keep the loop
                                 running, but still make tl_loop_free -EBUSY    */
+    /* Wake-up causes (extensions):                                               */
+    uint64_t timer_wakeups;         /* iterations that ran at least one due timer  */
+    uint64_t max_timers_per_wakeup; /* most timer callbacks one iteration ran      */
     /* ABI: the struct has a fixed size, TL_LOOP_STATS_SIZE bytes, for the life
        of the soname (docs/abi.md), so a newer library never writes past an
        older program's struct. A counter added later takes the place of a
        reserved word: add it just above `reserved` and shrink `reserved` by
        one. The library zeroes the reserved words.                             */
-    uint64_t reserved[54];
+    uint64_t reserved[52];
 } tl_loop_stats;
 
 #define TL_LOOP_STATS_SIZE 512
@@ -476,7 +485,32 @@ TL_STATIC_ASSERT(sizeof(tl_loop_stats) == TL_LOOP_STATS_SIZE,
 /* Copies the loop's counters into *out (zeroes it for a NULL loop). */
 TL_API void tl_loop_stats_get(const tl_loop *loop, tl_loop_stats *out);
 
-/* A static message for a value returned by this API (negative errno or 0). */
+/* How late the loop ran its timers, as it saw it. */
+typedef struct tl_lateness {
+    uint64_t count; /* timer callbacks measured */
+    uint64_t p50_ns, p90_ns, p99_ns, p999_ns, max_ns;
+} tl_lateness;
+
+/* Lateness of every timer fired since the loop was created or since the last
+ * reset: the iteration's wake-up time (tl_now() in the callback) minus the
+ * timer's deadline, in ns. A timer never fires early, so every value is >= 0.
+ * The percentiles are nearest-rank (p50: the smallest value that at least half
+ * of the values do not exceed), read from a log-linear histogram with 16
+ * buckets per power of two: each reported percentile is never below the exact
+ * one and at most 1/16 above it (exact below 32 ns). max_ns is exact. All are 0
+ * while count is 0. reset != 0 clears the histogram after copying it.
+ * Returns 0, or -EINVAL (loop or out NULL; nothing is cleared). Loop thread. */
+TL_API int tl_loop_lateness(tl_loop *loop, tl_lateness *out, int reset);
+
+/* A static message for a value returned by this API (negative errno or 0).
+ * Where the library gives an errno a narrower meaning than the C library's
+ * text, the message says it in the library's terms and names the errno:
+ * -ENOENT from tl_loop_new is an unknown timer backend (not a missing file),
+ * -ENOSPC is max_timers, -EBUSY an active handle or a busy loop, -EEXIST an
+ * fd already watched or a backend name taken, -ENOSYS an I/O backend this
+ * build or kernel lacks, -EPERM an fd that cannot be polled or io_uring
+ * refused. Other values get the C library's text; positive values and values
+ * below -4095 get "unknown error". Any thread. */
 TL_API const char *tl_strerror(int err);
 
 /* "MAJOR.MINOR.PATCH" of the library actually linked. */

@@ -4,12 +4,18 @@
  *
  * RAII handles, std::chrono durations, any callable as a callback. Errors
  * from the C layer become std::system_error here, in the wrapper, and only
- * here. Callbacks are called from C through noexcept trampolines: a callback
- * that throws terminates the program rather than unwinding through C frames.
+ * here; their what() says what was wrong in the library's terms (an unknown
+ * timer backend is named, with the registered ones). Callbacks are called
+ * from C through noexcept trampolines: a callback that throws terminates the
+ * program rather than unwinding through C frames.
  *
- * Handles are neither copyable nor movable: the loop holds their address
- * while they are active. A handle stops itself when destroyed; destroy the
- * handles before their Loop.
+ * Handles (Timer, Io, Async, Signal, Hook) are neither copyable nor movable:
+ * the loop holds their address while they are active. A handle stops itself
+ * when destroyed; destroy the handles before their Loop. A Loop knows its
+ * live handles: destroying it first is caught in debug builds (a message
+ * naming the mistake, then abort) instead of a use-after-scope in the
+ * handle's destructor; release builds detach the handles (each is stopped
+ * and its later calls fail with EINVAL) and then free the loop.
  *
  * Callables up to kInlineCallable bytes are stored inside the handle (no
  * allocation); larger ones are allocated once, when the callback is set.
@@ -17,8 +23,11 @@
 #ifndef TICKLOOP_TICKLOOP_HPP
 #define TICKLOOP_TICKLOOP_HPP
 
+#include <cerrno>
 #include <chrono>
 #include <cstddef>
+#include <cstdio>
+#include <cstdlib>
 #include <new>
 #include <string>
 #include <system_error>
@@ -26,6 +35,7 @@
 #include <utility>
 
 #include "tickloop.h"
+#include "timer_backend.h"
 
 namespace tickloop {
 
@@ -89,13 +99,60 @@ private:
 
 } // namespace detail
 
-/* Loop options; empty/zero fields keep the library defaults. */
+/* Loop options; empty/zero fields keep the library defaults (the fields of
+   tl_loop_options, in its order). */
 struct Options {
     std::string timers; /* "heap2", "heap4", "wheel", "hwheel", ...; "": default */
     tl_io_kind io = TL_IO_AUTO;
     nanoseconds tick{0}; /* wheel granularity; 0: 1 ms */
     uint32_t wheel_slots = 0;
+    uint32_t max_timers = 0;               /* 0: unlimited; then start throws ENOSPC */
+    uint32_t max_timers_per_iteration = 0; /* 0: the library default               */
+    nanoseconds timer_slack{0};            /* 0: leave the thread's slack alone    */
 };
+
+/* Whether a Loop built from a tl_loop* frees it. */
+enum class Ownership { adopt, borrow };
+
+class Loop;
+
+namespace detail {
+
+/* "unknown timer backend 'bogus'; registered: heap2, heap4, wheel, hwheel" */
+inline std::string unknown_backend_message(const char *name) {
+    std::string msg = "unknown timer backend '";
+    msg += name ? name : "";
+    msg += "'; registered: ";
+    const char *names[64];
+    std::size_t n = tl_timer_backend_names(names, 64);
+    for (std::size_t i = 0; i < n && i < 64; ++i) {
+        if (i) msg += ", ";
+        msg += names[i];
+    }
+    return msg;
+}
+
+/* What every wrapper handle shares: its Loop, and a place in the Loop's list
+ * of live handles so that a Loop destroyed first can tell. */
+class HandleBase {
+public:
+    HandleBase(const HandleBase &) = delete;
+    HandleBase &operator=(const HandleBase &) = delete;
+
+protected:
+    inline HandleBase(Loop &loop, void (*detach)(HandleBase *) noexcept);
+    inline ~HandleBase();
+    /* The loop, or nullptr once the Loop was destroyed first (release). */
+    inline tl_loop *raw() const noexcept;
+    Loop *loop_;
+
+private:
+    friend class ::tickloop::Loop;
+    void (*detach_)(HandleBase *) noexcept; /* stops the C handle */
+    HandleBase *prev_ = nullptr, *next_ = nullptr;
+};
+
+} // namespace detail
 
 /* An event loop (tl_loop), used from one thread. */
 class Loop {
@@ -108,39 +165,136 @@ public:
         opts.timers = options.timers.empty() ? nullptr : options.timers.c_str();
         opts.tick_ns = detail::to_ns(options.tick);
         opts.wheel_slots = options.wheel_slots;
-        detail::check(tl_loop_new(&loop_, &opts), "tl_loop_new");
+        opts.max_timers = options.max_timers;
+        opts.max_timers_per_iteration = options.max_timers_per_iteration;
+        opts.timer_slack_ns = detail::to_ns(options.timer_slack);
+        int r = tl_loop_new(&loop_, &opts);
+        if (r == -ENOENT) {
+            /* The name came from options.timers or TICKLOOP_TIMERS. */
+            const char *name = opts.timers ? opts.timers : std::getenv("TICKLOOP_TIMERS");
+            throw std::system_error(ENOENT, std::generic_category(),
+                                    detail::unknown_backend_message(name));
+        }
+        detail::check(r, "tl_loop_new");
+    }
+    /* Wraps a loop created with tl_loop_new: adopt frees it with the Loop,
+       borrow leaves it to its owner. */
+    explicit Loop(tl_loop *loop, Ownership ownership = Ownership::adopt)
+        : loop_(loop), owned_(ownership == Ownership::adopt) {
+        if (!loop) throw std::system_error(EINVAL, std::generic_category(), "Loop(nullptr)");
     }
     Loop(const Loop &) = delete;
     Loop &operator=(const Loop &) = delete;
-    /* Handles must be gone (they stop themselves); a loop still busy is
-       leaked rather than freed under them. */
-    ~Loop() { tl_loop_free(loop_); }
+    /* Handles must be gone first (see the top of this file). A loop whose C
+       handles are still active (started through get()) is leaked rather than
+       freed under them. */
+    ~Loop() {
+        if (handles_) {
+#ifndef NDEBUG
+            std::fprintf(stderr, "tickloop: Loop destroyed while a Timer/Io/Async/Signal/Hook "
+                                 "of it still exists; destroy the handles first\n");
+            std::abort();
+#else
+            while (handles_) {
+                detail::HandleBase *h = handles_;
+                h->detach_(h);
+                handles_ = h->next_;
+                h->loop_ = nullptr;
+                h->prev_ = h->next_ = nullptr;
+            }
+#endif
+        }
+        if (owned_) tl_loop_free(loop_);
+    }
 
-    /* Runs the loop; true while active handles remain. */
+    /* Runs the loop; true while active (referenced) handles remain. */
     bool run(tl_run_mode mode = TL_RUN_DEFAULT) {
         return detail::check(tl_loop_run(loop_, mode), "tl_loop_run") > 0;
     }
-    void stop() noexcept { tl_loop_stop(loop_); }
-    nanoseconds now() const noexcept { return nanoseconds(tl_now(loop_)); }
-    void update_time() noexcept { tl_update_time(loop_); }
-    const char *timers_name() const noexcept { return tl_loop_timers_name(loop_); }
-    const char *io_name() const noexcept { return tl_loop_io_name(loop_); }
+    void stop() noexcept {
+        tl_loop_stop(loop_);
+    }
+    /* A referenced handle is active (run() would iterate). */
+    bool alive() const noexcept {
+        return tl_loop_alive(loop_) != 0;
+    }
+    nanoseconds now() const noexcept {
+        return nanoseconds(tl_now(loop_));
+    }
+    void update_time() noexcept {
+        tl_update_time(loop_);
+    }
+    const char *timers_name() const noexcept {
+        return tl_loop_timers_name(loop_);
+    }
+    const char *io_name() const noexcept {
+        return tl_loop_io_name(loop_);
+    }
     tl_loop_stats stats() const noexcept {
         tl_loop_stats s;
         tl_loop_stats_get(loop_, &s);
         return s;
     }
-    tl_loop *get() const noexcept { return loop_; }
+    /* tl_loop_lateness(); reset clears the histogram after the copy. */
+    tl_lateness lateness(bool reset = false) noexcept {
+        tl_lateness l;
+        tl_loop_lateness(loop_, &l, reset ? 1 : 0);
+        return l;
+    }
+    /* Embedding (tl_loop_fd / tl_loop_timeout): poll fd() for at most
+       timeout() (nanoseconds::max(): no timer), then run(TL_RUN_NOWAIT). */
+    int fd() const {
+        return detail::check(tl_loop_fd(loop_), "tl_loop_fd");
+    }
+    nanoseconds timeout() const noexcept {
+        uint64_t ns = tl_loop_timeout(loop_);
+        return ns > (uint64_t)nanoseconds::max().count() ? nanoseconds::max()
+                                                         : nanoseconds((int64_t)ns);
+    }
+    /* In the child after fork(): new kernel objects, every handle kept. */
+    void fork() {
+        detail::check(tl_loop_fork(loop_), "tl_loop_fork");
+    }
+    tl_loop *get() const noexcept {
+        return loop_;
+    }
 
 private:
+    friend class detail::HandleBase;
     tl_loop *loop_ = nullptr;
+    bool owned_ = true;
+    detail::HandleBase *handles_ = nullptr; /* live wrapper handles */
 };
 
+namespace detail {
+
+inline HandleBase::HandleBase(Loop &loop, void (*detach)(HandleBase *) noexcept)
+    : loop_(&loop), detach_(detach) {
+    next_ = loop.handles_;
+    if (next_) next_->prev_ = this;
+    loop.handles_ = this;
+}
+
+inline HandleBase::~HandleBase() {
+    if (!loop_) return; /* detached by a Loop destroyed first */
+    if (prev_)
+        prev_->next_ = next_;
+    else
+        loop_->handles_ = next_;
+    if (next_) next_->prev_ = prev_;
+}
+
+inline tl_loop *HandleBase::raw() const noexcept {
+    return loop_ ? loop_->get() : nullptr;
+}
+
+} // namespace detail
+
 /* A timer; the callback receives the Timer. */
-class Timer {
+class Timer : private detail::HandleBase {
 public:
     template <class F>
-    Timer(Loop &loop, F &&callback) : loop_(loop) {
+    Timer(Loop &loop, F &&callback) : HandleBase(loop, &Timer::detach) {
         tl_timer_init(&timer_, &Timer::trampoline, this);
         callback_.set(std::forward<F>(callback));
     }
@@ -148,111 +302,168 @@ public:
     template <class T>
     Timer(Loop &loop, void (T::*method)(Timer &), T *object)
         : Timer(loop, [method, object](Timer &t) { (object->*method)(t); }) {}
-    Timer(const Timer &) = delete;
-    Timer &operator=(const Timer &) = delete;
-    ~Timer() { tl_timer_stop(loop_.get(), &timer_); }
+    ~Timer() { tl_timer_stop(raw(), &timer_); }
 
     /* (Re)starts: first after timeout, then every repeat if non-zero. */
     void start(nanoseconds timeout, nanoseconds repeat = nanoseconds(0)) {
-        detail::check(
-            tl_timer_start(loop_.get(), &timer_, detail::to_ns(timeout), detail::to_ns(repeat)),
-            "tl_timer_start");
+        detail::check(tl_timer_start(raw(), &timer_, detail::to_ns(timeout), detail::to_ns(repeat)),
+                      "tl_timer_start");
     }
     /* Restarts with the repeat interval (std::system_error if it is 0). */
-    void again() { detail::check(tl_timer_again(loop_.get(), &timer_), "tl_timer_again"); }
-    void stop() noexcept { tl_timer_stop(loop_.get(), &timer_); }
+    void again() { detail::check(tl_timer_again(raw(), &timer_), "tl_timer_again"); }
+    void stop() noexcept { tl_timer_stop(raw(), &timer_); }
+    /* false: the timer no longer keeps the loop running (kept across starts). */
+    void set_ref(bool ref) {
+        detail::check(tl_timer_set_ref(raw(), &timer_, ref), "tl_timer_set_ref");
+    }
     bool active() const noexcept { return tl_timer_active(&timer_) != 0; }
     nanoseconds deadline() const noexcept { return nanoseconds(timer_.deadline); }
     nanoseconds repeat() const noexcept { return nanoseconds(timer_.repeat); }
-    Loop &loop() const noexcept { return loop_; }
+    Loop &loop() const noexcept { return *loop_; }
 
 private:
+    static void detach(HandleBase *h) noexcept {
+        Timer *self = static_cast<Timer *>(h);
+        tl_timer_stop(self->raw(), &self->timer_);
+    }
     static void trampoline(tl_loop *, tl_timer *t) noexcept {
         Timer *self = static_cast<Timer *>(t->data);
         self->callback_(*self);
     }
-    Loop &loop_;
     tl_timer timer_;
     detail::Callback<Timer &> callback_;
 };
 
 /* An fd watcher; the callback receives the Io and TL_READ|TL_WRITE|... bits. */
-class Io {
+class Io : private detail::HandleBase {
 public:
     template <class F>
-    Io(Loop &loop, int fd, F &&callback) : loop_(loop) {
+    Io(Loop &loop, int fd, F &&callback) : HandleBase(loop, &Io::detach) {
         tl_io_init(&io_, fd, &Io::trampoline, this);
         callback_.set(std::forward<F>(callback));
     }
-    Io(const Io &) = delete;
-    Io &operator=(const Io &) = delete;
-    ~Io() { tl_io_stop(loop_.get(), &io_); }
+    ~Io() { tl_io_stop(raw(), &io_); }
 
     /* Starts watching, or changes the events of an active watcher. */
-    void start(unsigned events) {
-        detail::check(tl_io_start(loop_.get(), &io_, events), "tl_io_start");
-    }
-    void stop() noexcept { tl_io_stop(loop_.get(), &io_); }
+    void start(unsigned events) { detail::check(tl_io_start(raw(), &io_, events), "tl_io_start"); }
+    void stop() noexcept { tl_io_stop(raw(), &io_); }
+    void set_ref(bool ref) { detail::check(tl_io_set_ref(raw(), &io_, ref), "tl_io_set_ref"); }
     int fd() const noexcept { return io_.fd; }
     unsigned events() const noexcept { return io_.events; }
 
 private:
+    static void detach(HandleBase *h) noexcept {
+        Io *self = static_cast<Io *>(h);
+        tl_io_stop(self->raw(), &self->io_);
+    }
     static void trampoline(tl_loop *, tl_io *w, unsigned revents) noexcept {
         Io *self = static_cast<Io *>(w->data);
         self->callback_(*self, revents);
     }
-    Loop &loop_;
     tl_io io_;
     detail::Callback<Io &, unsigned> callback_;
 };
 
-/* A cross-thread wakeup: send() from any thread, the callback runs on the loop. */
-class Async {
+/* A cross-thread wakeup: send() from any thread, the callback runs on the
+ * loop. Started on construction; pending asyncs run in construction order. */
+class Async : private detail::HandleBase {
 public:
     template <class F>
-    Async(Loop &loop, F &&callback) : loop_(loop) {
+    Async(Loop &loop, F &&callback) : HandleBase(loop, &Async::detach) {
+        tl_async_init(&async_);
         callback_.set(std::forward<F>(callback));
-        detail::check(tl_async_start(loop_.get(), &async_, &Async::trampoline, this),
-                      "tl_async_start");
+        detail::check(tl_async_start(raw(), &async_, &Async::trampoline, this), "tl_async_start");
     }
-    Async(const Async &) = delete;
-    Async &operator=(const Async &) = delete;
-    ~Async() { tl_async_stop(loop_.get(), &async_); }
+    ~Async() { tl_async_stop(raw(), &async_); }
 
     /* Any thread; sends coalesce until the callback runs. */
     void send() { detail::check(tl_async_send(&async_), "tl_async_send"); }
+    void set_ref(bool ref) {
+        detail::check(tl_async_set_ref(raw(), &async_, ref), "tl_async_set_ref");
+    }
 
 private:
+    static void detach(HandleBase *h) noexcept {
+        Async *self = static_cast<Async *>(h);
+        tl_async_stop(self->raw(), &self->async_);
+    }
     static void trampoline(tl_loop *, tl_async *a) noexcept {
         Async *self = static_cast<Async *>(a->data);
         self->callback_(*self);
     }
-    Loop &loop_;
-    tl_async async_{};
+    tl_async async_;
     detail::Callback<Async &> callback_;
 };
 
-/* A signal watcher (signalfd); the callback receives the signal number. */
-class Signal {
+/* A signal watcher (signalfd), started on construction; the callback receives
+ * the Signal and the signal number, like the other handles (a callable that
+ * takes only the number is accepted too). */
+class Signal : private detail::HandleBase {
 public:
     template <class F>
-    Signal(Loop &loop, int signo, F &&callback) : loop_(loop) {
-        callback_.set(std::forward<F>(callback));
-        detail::check(tl_signal_start(loop_.get(), &signal_, signo, &Signal::trampoline, this),
+    Signal(Loop &loop, int signo, F &&callback) : HandleBase(loop, &Signal::detach) {
+        tl_signal_init(&signal_);
+        if constexpr (std::is_invocable_v<F &, Signal &, int>) {
+            callback_.set(std::forward<F>(callback));
+        } else {
+            static_assert(std::is_invocable_v<F &, int>,
+                          "a Signal callback takes (Signal &, int) or (int)");
+            callback_.set([f = std::forward<F>(callback)](Signal &, int s) mutable { f(s); });
+        }
+        detail::check(tl_signal_start(raw(), &signal_, signo, &Signal::trampoline, this),
                       "tl_signal_start");
     }
-    Signal(const Signal &) = delete;
-    Signal &operator=(const Signal &) = delete;
-    ~Signal() { tl_signal_stop(loop_.get(), &signal_); }
+    ~Signal() { tl_signal_stop(raw(), &signal_); }
+
+    void stop() noexcept { tl_signal_stop(raw(), &signal_); }
+    void set_ref(bool ref) {
+        detail::check(tl_signal_set_ref(raw(), &signal_, ref), "tl_signal_set_ref");
+    }
+    int signo() const noexcept { return signal_.signo; }
 
 private:
+    static void detach(HandleBase *h) noexcept {
+        Signal *self = static_cast<Signal *>(h);
+        tl_signal_stop(self->raw(), &self->signal_);
+    }
     static void trampoline(tl_loop *, tl_signal *s, int signo) noexcept {
         Signal *self = static_cast<Signal *>(s->data);
-        self->callback_(signo);
+        self->callback_(*self, signo);
     }
-    Loop &loop_;
-    tl_signal signal_{};
-    detail::Callback<int> callback_;
+    tl_signal signal_;
+    detail::Callback<Signal &, int> callback_;
+};
+
+/* A loop hook (TL_HOOK_PREPARE, TL_HOOK_CHECK or TL_HOOK_IDLE; see
+ * tickloop.h for where each runs); the callback receives the Hook. Not
+ * started on construction. */
+class Hook : private detail::HandleBase {
+public:
+    template <class F>
+    Hook(Loop &loop, tl_hook_kind kind, F &&callback) : HandleBase(loop, &Hook::detach) {
+        tl_hook_init(&hook_, kind, &Hook::trampoline, this);
+        callback_.set(std::forward<F>(callback));
+    }
+    ~Hook() { tl_hook_stop(raw(), &hook_); }
+
+    void start() { detail::check(tl_hook_start(raw(), &hook_), "tl_hook_start"); }
+    void stop() noexcept { tl_hook_stop(raw(), &hook_); }
+    void set_ref(bool ref) {
+        detail::check(tl_hook_set_ref(raw(), &hook_, ref), "tl_hook_set_ref");
+    }
+    bool active() const noexcept { return tl_hook_active(&hook_) != 0; }
+
+private:
+    static void detach(HandleBase *h) noexcept {
+        Hook *self = static_cast<Hook *>(h);
+        tl_hook_stop(self->raw(), &self->hook_);
+    }
+    static void trampoline(tl_loop *, tl_hook *h) noexcept {
+        Hook *self = static_cast<Hook *>(h->data);
+        self->callback_(*self);
+    }
+    tl_hook hook_;
+    detail::Callback<Hook &> callback_;
 };
 
 } // namespace tickloop

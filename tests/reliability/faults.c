@@ -190,7 +190,9 @@ BACKEND_TEST_OPTS(faults, eintr_storm_none_early_none_lost, .timeout = 60) {
 }
 
 BACKEND_TEST_OPTS(faults, eintr_storm_with_millisecond_wait_fallback, .timeout = 60) {
-    /* epoll.cc reads TICKLOOP_EPOLL_PWAIT2 in tl_loop_new; io_uring ignores it. */
+    /* epoll.cc reads TICKLOOP_EPOLL_TIMERFD (relative waits) and
+       TICKLOOP_EPOLL_PWAIT2 in tl_loop_new; io_uring ignores them. */
+    cr_assert_eq(setenv("TICKLOOP_EPOLL_TIMERFD", "0", 1), 0);
     cr_assert_eq(setenv("TICKLOOP_EPOLL_PWAIT2", "0", 1), 0);
     eintr_storm(p->name);
 }
@@ -203,12 +205,12 @@ BACKEND_TEST_OPTS(faults, eintr_storm_with_millisecond_wait_fallback, .timeout =
 #define __NR_epoll_pwait2 441
 #endif
 
-/* Makes epoll_pwait2 fail with ENOSYS, as on a kernel before 5.11. */
-static int refuse_epoll_pwait2(void) {
+/* Makes syscall nr fail with err (a seccomp filter, for the process). */
+static int refuse_syscall(int nr, int err) {
     struct sock_filter filter[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_epoll_pwait2, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)nr, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (unsigned)err),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
     struct sock_fprog prog = {.len = sizeof filter / sizeof filter[0], .filter = filter};
@@ -217,12 +219,19 @@ static int refuse_epoll_pwait2(void) {
     return 0;
 }
 
+/* Makes epoll_pwait2 fail with ENOSYS, as on a kernel before 5.11. */
+static int refuse_epoll_pwait2(void) {
+    return refuse_syscall(__NR_epoll_pwait2, ENOSYS);
+}
+
 /* In a child (a filter cannot be removed): an epoll loop whose first wait
  * gets ENOSYS must fall back to epoll_wait and still fire 50 sub-millisecond
  * timers never early, in order, without spinning. Exit code 0 on success. */
 static int child_without_pwait2(const char *backend) {
     if (refuse_epoll_pwait2() < 0) return 10;
     if (syscall(__NR_epoll_pwait2, -1, NULL, 0, NULL, NULL, 0) != -1 || errno != ENOSYS) return 11;
+    /* Timed waits are relative only without the absolute timerfd. */
+    if (setenv("TICKLOOP_EPOLL_TIMERFD", "0", 1) != 0) return 10;
     tl_loop_options opts;
     tl_loop_options_init(&opts);
     opts.io = TL_IO_EPOLL;
@@ -252,6 +261,48 @@ BACKEND_TEST_OPTS(faults, epoll_pwait2_enosys_falls_back_at_run_time, .timeout =
     pid_t pid = fork();
     cr_assert_geq(pid, 0);
     if (pid == 0) _exit(child_without_pwait2(p->name));
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status), "%s: child died (signal %d)", p->name, WTERMSIG(status));
+    cr_assert_eq(WEXITSTATUS(status), 0,
+                 "%s: child step %d failed (10-11 seccomp, 12 new, 13 run, 14-15 lost or "
+                 "repeated, 16 early, 17 order, 18 spinning, 19 free)",
+                 p->name, WEXITSTATUS(status));
+}
+
+/* An epoll loop that cannot create its timerfd (EMFILE: the process is out
+ * of descriptors) is still created and waits with epoll_pwait2: 50 timers
+ * fire never early, in order, without spinning. Exit code 0 on success. */
+static int child_without_timerfd(const char *backend) {
+    if (refuse_syscall(__NR_timerfd_create, EMFILE) < 0) return 10;
+    if (syscall(__NR_timerfd_create, CLOCK_MONOTONIC, 0) != -1 || errno != EMFILE) return 11;
+    tl_loop_options opts;
+    tl_loop_options_init(&opts);
+    opts.io = TL_IO_EPOLL;
+    opts.timers = backend;
+    tl_loop *loop;
+    if (tl_loop_new(&loop, &opts) != 0) return 12;
+    struct record r;
+    record_init(&r, backend, 50);
+    for (size_t i = 0; i < 50; i++) start_recorded(loop, &r, i, (i * 37) % 50 * 100 * US + 333);
+    if (tl_loop_run(loop, TL_RUN_DEFAULT) != 0) return 13;
+    if (r.fired != 50) return 14;
+    for (size_t i = 0; i < 50; i++)
+        if (r.seen[i] != 1) return 15;
+    if (r.early) return 16;
+    if (backend_exact(backend) && r.order_breaks) return 17;
+    tl_loop_stats st;
+    tl_loop_stats_get(loop, &st);
+    if (st.iterations > 200) return 18;
+    record_free(&r);
+    return tl_loop_free(loop) == 0 ? 0 : 19;
+}
+
+BACKEND_TEST_OPTS(faults, epoll_without_timerfd_waits_relative, .timeout = 60) {
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) _exit(child_without_timerfd(p->name));
     int status;
     cr_assert_eq(waitpid(pid, &status, 0), pid);
     cr_assert(WIFEXITED(status), "%s: child died (signal %d)", p->name, WTERMSIG(status));

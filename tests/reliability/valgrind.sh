@@ -1,7 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # Valgrind memcheck over a subset of the suite that finishes in a few minutes:
-# the API misuse and I/O suites, the fault and thread tests (the 1e6-timer
+# the API misuse and I/O suites, hooks and references (initialised asyncs and
+# signal watchers are never read before written), the fault and thread tests (the 1e6-timer
 # storm shrunk with TL_STORM_TIMERS) and both fuzz corpora replayed, which
 # drive every timer path. Left out: loop_timers and loop_limits, whose
 # tests bound wall-clock timing that valgrind's slowdown breaks (and whose
@@ -30,7 +31,8 @@ command -v valgrind >/dev/null || { echo "valgrind not installed" >&2; exit 1; }
 if [ ! -f "$build/build.ninja" ]; then
     meson setup "$build" "$top" -Dbuildtype=debug -Dbenches=disabled >/dev/null
 fi
-suites="tests/api_misuse tests/loop_io tests/reliability/faults tests/reliability/threads
+suites="tests/api_misuse tests/loop_io tests/loop_hooks tests/loop_ref
+        tests/reliability/faults tests/reliability/threads
         tests/reliability/timers_fuzz_replay tests/reliability/loop_fuzz_replay"
 ninja -C "$build" $suites
 

@@ -1,0 +1,466 @@
+/*
+ * The loop's timed waits and the lateness it reports, once per registered
+ * timer backend, on the I/O backend TICKLOOP_IO selects (meson runs the suite
+ * on each, and again with the relative-wait fallbacks:
+ * TICKLOOP_EPOLL_TIMERFD=0, TICKLOOP_URING_ABS_TIMER=0).
+ *
+ * Exact where the outcome is deterministic: never early, the histogram
+ * against the lateness each callback computes itself (tl_now - deadline),
+ * counts. Lateness in real time only loosely (a slow, loaded machine under
+ * ASan can be hundreds of milliseconds late).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+
+#include <tickloop/tickloop.h>
+
+#include "backend_params.h"
+
+#define MS 1000000ull
+/* Generous bound on lateness: anything beyond this is a hang, not jitter. */
+#define MAX_LATE (500 * MS)
+
+static uint64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static tl_loop *new_loop(const char *timers) {
+    tl_loop_options opts;
+    tl_loop_options_init(&opts);
+    opts.timers = timers;
+    tl_loop *loop = NULL;
+    int r = tl_loop_new(&loop, &opts);
+    cr_assert(r == 0 && loop, "tl_loop_new(timers %s): %d %s", timers ? timers : "NULL", r,
+              tl_strerror(r));
+    return loop;
+}
+
+static void free_loop(tl_loop *loop) {
+    int r = tl_loop_free(loop);
+    cr_assert(r == 0, "tl_loop_free: %d %s", r, tl_strerror(r));
+}
+
+static void run_to_end(tl_loop *loop) {
+    int r = tl_loop_run(loop, TL_RUN_DEFAULT);
+    cr_assert(r == 0, "tl_loop_run(DEFAULT) returned %d (%s)", r, tl_strerror(r));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Lateness, as each callback sees it                                       */
+/* ------------------------------------------------------------------------ */
+
+#define MAX_SEEN 128
+
+/* What the loop should have recorded: tl_now() at the callback minus the
+ * deadline it fired for. */
+struct seen {
+    const char *backend;
+    uint64_t late[MAX_SEEN];
+    int n;
+    uint64_t next_deadline[MAX_SEEN]; /* repeating timers: the re-armed one */
+};
+
+static void note(struct seen *s, tl_loop *loop, uint64_t deadline) {
+    uint64_t now = tl_now(loop);
+    cr_assert(now >= deadline, "%s: fired at %llu, before its deadline %llu", s->backend,
+              (unsigned long long)now, (unsigned long long)deadline);
+    cr_assert(mono_ns() >= deadline, "%s: fired before its deadline by the clock", s->backend);
+    cr_assert(now - deadline < MAX_LATE, "%s: %llu ns late", s->backend,
+              (unsigned long long)(now - deadline));
+    cr_assert(s->n < MAX_SEEN);
+    s->late[s->n++] = now - deadline;
+}
+
+static void on_one_shot(tl_loop *loop, tl_timer *t) {
+    note(t->data, loop, t->deadline); /* a fired one-shot keeps its deadline */
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The nearest-rank percentile num/den of the n sorted values. */
+static uint64_t exact_percentile(const uint64_t *sorted, int n, unsigned num, unsigned den) {
+    uint64_t rank = ((uint64_t)n * num + den - 1) / den;
+    if (rank == 0) rank = 1;
+    return sorted[rank - 1];
+}
+
+static void check_reported(const char *backend, const char *what, uint64_t reported,
+                           uint64_t exact) {
+    cr_assert(reported >= exact && reported <= exact + exact / 16,
+              "%s: %s reported %llu ns, exact %llu: outside [exact, exact + 1/16]", backend, what,
+              (unsigned long long)reported, (unsigned long long)exact);
+}
+
+/* The loop's histogram against the callbacks' own values. */
+static void check_lateness(tl_loop *loop, struct seen *s) {
+    tl_lateness l;
+    cr_assert(tl_loop_lateness(loop, &l, 0) == 0);
+    cr_assert(l.count == (uint64_t)s->n, "%s: lateness count %llu, %d timers fired", s->backend,
+              (unsigned long long)l.count, s->n);
+    uint64_t sorted[MAX_SEEN];
+    memcpy(sorted, s->late, (size_t)s->n * sizeof sorted[0]);
+    qsort(sorted, (size_t)s->n, sizeof sorted[0], cmp_u64);
+    check_reported(s->backend, "p50", l.p50_ns, exact_percentile(sorted, s->n, 50, 100));
+    check_reported(s->backend, "p90", l.p90_ns, exact_percentile(sorted, s->n, 90, 100));
+    check_reported(s->backend, "p99", l.p99_ns, exact_percentile(sorted, s->n, 99, 100));
+    check_reported(s->backend, "p99.9", l.p999_ns, exact_percentile(sorted, s->n, 999, 1000));
+    cr_assert(l.max_ns == sorted[s->n - 1], "%s: max %llu, exact %llu", s->backend,
+              (unsigned long long)l.max_ns, (unsigned long long)sorted[s->n - 1]);
+}
+
+Test(lateness, rejects_null_and_keeps_the_histogram) {
+    tl_lateness l;
+    cr_assert(tl_loop_lateness(NULL, &l, 0) == -EINVAL);
+    cr_assert(tl_loop_lateness(NULL, &l, 1) == -EINVAL);
+    tl_loop *loop = new_loop(NULL);
+    static struct seen s = {.backend = "default"};
+    tl_timer t;
+    tl_timer_init(&t, on_one_shot, &s);
+    cr_assert(tl_timer_start(loop, &t, 1 * MS, 0) == 0);
+    run_to_end(loop);
+    cr_assert(tl_loop_lateness(loop, NULL, 1) == -EINVAL);
+    cr_assert(tl_loop_lateness(loop, &l, 0) == 0 && l.count == 1, "a NULL out cleared it");
+    free_loop(loop);
+}
+
+Test(lateness, zero_before_any_timer) {
+    tl_loop *loop = new_loop(NULL);
+    tl_lateness l;
+    memset(&l, 0xff, sizeof l);
+    cr_assert(tl_loop_lateness(loop, &l, 0) == 0);
+    cr_assert(l.count == 0 && l.p50_ns == 0 && l.p90_ns == 0 && l.p99_ns == 0 && l.p999_ns == 0 &&
+              l.max_ns == 0);
+    free_loop(loop);
+}
+
+BACKEND_TEST(lateness, percentiles_match_what_callbacks_saw) {
+    tl_loop *loop = new_loop(p->name);
+    static struct seen s;
+    memset(&s, 0, sizeof s);
+    s.backend = p->name;
+    static tl_timer timers[100];
+    for (int i = 0; i < 100; ++i) {
+        tl_timer_init(&timers[i], on_one_shot, &s);
+        uint64_t timeout = (uint64_t)((i * 37) % 100) * 61000 + (uint64_t)(i % 7) * 3333;
+        cr_assert(tl_timer_start(loop, &timers[i], timeout, 0) == 0);
+    }
+    run_to_end(loop);
+    cr_assert(s.n == 100);
+    check_lateness(loop, &s);
+    tl_loop_stats st;
+    tl_loop_stats_get(loop, &st);
+    cr_assert(st.timers_fired == 100);
+    cr_assert(st.timer_wakeups >= 1 && st.timer_wakeups <= 100 && st.timer_wakeups <= st.iterations,
+              "%s: %llu timer wake-ups in %llu iterations", p->name,
+              (unsigned long long)st.timer_wakeups, (unsigned long long)st.iterations);
+    cr_assert(st.max_timers_per_wakeup >= 1 && st.max_timers_per_wakeup <= 100);
+    cr_assert(st.timer_wakeups * st.max_timers_per_wakeup >= 100,
+              "%s: %llu wake-ups of at most %llu timers cannot fire 100", p->name,
+              (unsigned long long)st.timer_wakeups, (unsigned long long)st.max_timers_per_wakeup);
+    free_loop(loop);
+}
+
+BACKEND_TEST(lateness, equal_deadlines_are_one_timer_wakeup) {
+    tl_loop *loop = new_loop(p->name);
+    static struct seen s;
+    memset(&s, 0, sizeof s);
+    s.backend = p->name;
+    static tl_timer timers[32];
+    for (int i = 0; i < 32; ++i) {
+        tl_timer_init(&timers[i], on_one_shot, &s);
+        cr_assert(tl_timer_start(loop, &timers[i], 3 * MS, 0) == 0);
+    }
+    run_to_end(loop);
+    check_lateness(loop, &s);
+    tl_loop_stats st;
+    tl_loop_stats_get(loop, &st);
+    cr_assert(st.timer_wakeups == 1 && st.max_timers_per_wakeup == 32,
+              "%s: %llu timer wake-ups, at most %llu timers each, for 32 equal deadlines", p->name,
+              (unsigned long long)st.timer_wakeups, (unsigned long long)st.max_timers_per_wakeup);
+    /* Every timer of one wake-up has the same lateness. */
+    for (int i = 1; i < s.n; ++i) cr_assert(s.late[i] == s.late[0]);
+    free_loop(loop);
+}
+
+/* A repeating timer is measured against the deadline it fired for, not the
+ * one it is re-armed with before its callback runs (that one is in the
+ * future: it would wrap around to a huge value). */
+struct repeating {
+    struct seen seen;
+    uint64_t expect; /* the deadline this firing is for */
+    int left;
+};
+
+static void on_repeat(tl_loop *loop, tl_timer *t) {
+    struct repeating *r = t->data;
+    note(&r->seen, loop, r->expect);
+    r->expect = t->deadline; /* re-armed: the next firing's */
+    if (--r->left == 0) tl_timer_stop(loop, t);
+}
+
+BACKEND_TEST(lateness, repeating_timer_measured_against_the_deadline_it_fired_for) {
+    tl_loop *loop = new_loop(p->name);
+    static struct repeating r;
+    memset(&r, 0, sizeof r);
+    r.seen.backend = p->name;
+    r.left = 8;
+    tl_timer t;
+    tl_timer_init(&t, on_repeat, &r);
+    cr_assert(tl_timer_start(loop, &t, 1 * MS, 2 * MS) == 0);
+    r.expect = t.deadline;
+    run_to_end(loop);
+    cr_assert(r.seen.n == 8);
+    check_lateness(loop, &r.seen);
+    free_loop(loop);
+}
+
+BACKEND_TEST(lateness, reset_starts_a_new_histogram) {
+    tl_loop *loop = new_loop(p->name);
+    static struct seen s;
+    memset(&s, 0, sizeof s);
+    s.backend = p->name;
+    static tl_timer timers[8];
+    for (int i = 0; i < 5; ++i) {
+        tl_timer_init(&timers[i], on_one_shot, &s);
+        cr_assert(tl_timer_start(loop, &timers[i], (uint64_t)i * MS, 0) == 0);
+    }
+    run_to_end(loop);
+    tl_lateness l;
+    cr_assert(tl_loop_lateness(loop, &l, 1) == 0 && l.count == 5, "reset copies first");
+    cr_assert(tl_loop_lateness(loop, &l, 0) == 0);
+    cr_assert(l.count == 0 && l.p50_ns == 0 && l.p999_ns == 0 && l.max_ns == 0);
+    memset(&s, 0, sizeof s);
+    s.backend = p->name;
+    for (int i = 5; i < 8; ++i) {
+        tl_timer_init(&timers[i], on_one_shot, &s);
+        cr_assert(tl_timer_start(loop, &timers[i], (uint64_t)(i - 4) * MS, 0) == 0);
+    }
+    run_to_end(loop);
+    check_lateness(loop, &s);
+    free_loop(loop);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Timed waits                                                              */
+/* ------------------------------------------------------------------------ */
+
+static void on_count(tl_loop *loop, tl_timer *t) {
+    (void)loop;
+    cr_assert(mono_ns() >= t->deadline, "fired before its deadline by the clock");
+    ++*(int *)t->data;
+}
+
+BACKEND_TEST(wait, lone_timer_is_one_wait) {
+    tl_loop *loop = new_loop(p->name);
+    int fired = 0;
+    tl_timer t;
+    tl_timer_init(&t, on_count, &fired);
+    cr_assert(tl_timer_start(loop, &t, 40 * MS, 0) == 0);
+    uint64_t deadline = t.deadline;
+    run_to_end(loop);
+    cr_assert(fired == 1);
+    cr_assert(mono_ns() - deadline < MAX_LATE);
+    tl_loop_stats st;
+    tl_loop_stats_get(loop, &st);
+    /* Wheels may wake once at a level boundary before the tick is due. */
+    cr_assert(st.iterations <= 3, "%s: %llu iterations for one 40 ms timer", p->name,
+              (unsigned long long)st.iterations);
+    free_loop(loop);
+}
+
+/* The earliest deadline moves later while the loop sleeps toward it (the
+ * heartbeat pattern): the timer fires at its new deadline, never at the old
+ * one, and the loop wakes at most once in between. */
+struct mover {
+    tl_timer target;
+    tl_timer mover;
+    int fired;
+};
+
+static void on_move(tl_loop *loop, tl_timer *t) {
+    struct mover *m = t->data;
+    cr_assert(tl_timer_start(loop, &m->target, 30 * MS, 0) == 0);
+}
+
+BACKEND_TEST(wait, earliest_moved_later_fires_at_its_new_deadline) {
+    tl_loop *loop = new_loop(p->name);
+    static struct mover m;
+    memset(&m, 0, sizeof m);
+    tl_timer_init(&m.target, on_count, &m.fired);
+    tl_timer_init(&m.mover, on_move, &m);
+    cr_assert(tl_timer_start(loop, &m.target, 10 * MS, 0) == 0);
+    cr_assert(tl_timer_start(loop, &m.mover, 2 * MS, 0) == 0);
+    /* First iteration: the wait is armed for the mover's deadline, then the
+       target's (10 ms) before it is moved to 32 ms. */
+    run_to_end(loop);
+    cr_assert(m.fired == 1, "%s: fired %d times", p->name, m.fired);
+    tl_loop_stats st;
+    tl_loop_stats_get(loop, &st);
+    cr_assert(st.iterations <= 8, "%s: %llu iterations", p->name,
+              (unsigned long long)st.iterations);
+    free_loop(loop);
+}
+
+/* A thread makes an eventfd readable while the loop sleeps toward a far
+ * deadline; the I/O callback starts a nearer timer, which must wake the
+ * loop on time, not at the far deadline. */
+struct nearer {
+    tl_timer far;
+    tl_timer near;
+    tl_io io;
+    int efd;
+    int near_fired;
+    uint64_t near_deadline;
+    uint64_t fired_at;
+};
+
+static void on_near(tl_loop *loop, tl_timer *t) {
+    struct nearer *n = t->data;
+    n->fired_at = mono_ns();
+    cr_assert(n->fired_at >= t->deadline, "fired before its deadline by the clock");
+    ++n->near_fired;
+    tl_timer_stop(loop, &n->far);
+    tl_io_stop(loop, &n->io);
+}
+
+static void on_far(tl_loop *loop, tl_timer *t) {
+    (void)loop;
+    (void)t;
+    cr_assert_fail("the far timer fired: the nearer deadline did not wake the loop");
+}
+
+static void on_readable(tl_loop *loop, tl_io *w, unsigned revents) {
+    (void)revents;
+    struct nearer *n = w->data;
+    uint64_t v;
+    cr_assert(read(n->efd, &v, sizeof v) == sizeof v);
+    if (!tl_timer_active(&n->near)) {
+        cr_assert(tl_timer_start(loop, &n->near, 10 * MS, 0) == 0);
+        n->near_deadline = n->near.deadline;
+    }
+}
+
+static void *write_later(void *arg) {
+    struct nearer *n = arg;
+    struct timespec ts = {0, 5 * 1000000};
+    nanosleep(&ts, NULL);
+    uint64_t one = 1;
+    cr_assert(write(n->efd, &one, sizeof one) == sizeof one);
+    return NULL;
+}
+
+BACKEND_TEST(wait, earliest_moved_earlier_wakes_in_time) {
+    tl_loop *loop = new_loop(p->name);
+    static struct nearer n;
+    memset(&n, 0, sizeof n);
+    n.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    cr_assert(n.efd >= 0);
+    tl_timer_init(&n.far, on_far, &n);
+    tl_timer_init(&n.near, on_near, &n);
+    tl_io_init(&n.io, n.efd, on_readable, &n);
+    cr_assert(tl_timer_start(loop, &n.far, 20000 * MS, 0) == 0);
+    cr_assert(tl_io_start(loop, &n.io, TL_READ) == 0);
+    pthread_t th;
+    cr_assert(pthread_create(&th, NULL, write_later, &n) == 0);
+    run_to_end(loop);
+    pthread_join(th, NULL);
+    cr_assert(n.near_fired == 1);
+    cr_assert(n.fired_at - n.near_deadline < MAX_LATE, "%s: the nearer timer was %llu ns late",
+              p->name, (unsigned long long)(n.fired_at - n.near_deadline));
+    close(n.efd);
+    free_loop(loop);
+}
+
+/* The earliest timer is stopped; a later one then gets the loop to itself.
+ * Whatever wake-up the stopped deadline leaves behind is at most one empty
+ * iteration, and the later timer is not early. */
+struct stopper {
+    tl_timer victim;
+    tl_timer killer;
+    tl_timer later;
+    int fired;
+};
+
+static void on_victim(tl_loop *loop, tl_timer *t) {
+    (void)loop;
+    (void)t;
+    cr_assert_fail("a stopped timer ran");
+}
+
+static void on_kill(tl_loop *loop, tl_timer *t) {
+    struct stopper *s = t->data;
+    cr_assert(tl_timer_stop(loop, &s->victim) == 0);
+    cr_assert(tl_timer_start(loop, &s->later, 20 * MS, 0) == 0);
+}
+
+BACKEND_TEST(wait, stopped_earliest_costs_at_most_one_empty_wakeup) {
+    tl_loop *loop = new_loop(p->name);
+    static struct stopper s;
+    memset(&s, 0, sizeof s);
+    tl_timer_init(&s.victim, on_victim, &s);
+    tl_timer_init(&s.killer, on_kill, &s);
+    tl_timer_init(&s.later, on_count, &s.fired);
+    cr_assert(tl_timer_start(loop, &s.killer, 1 * MS, 0) == 0);
+    cr_assert(tl_timer_start(loop, &s.victim, 5 * MS, 0) == 0);
+    run_to_end(loop);
+    cr_assert(s.fired == 1);
+    tl_loop_stats st;
+    tl_loop_stats_get(loop, &st);
+    cr_assert(st.empty_wakeups <= 3, "%s: %llu empty wake-ups", p->name,
+              (unsigned long long)st.empty_wakeups);
+    free_loop(loop);
+}
+
+/* Signals every 2 ms interrupt a 30 ms wait again and again. A loop that
+ * restarted the whole timeout after each interruption would never fire
+ * while they last; one that waits for the same absolute deadline fires on
+ * time, never early. */
+static volatile sig_atomic_t alarms;
+
+static void on_sigalrm(int sig) {
+    (void)sig;
+    ++alarms;
+}
+
+Test(wait, interrupted_waits_never_extend_the_deadline) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigalrm;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0; /* no SA_RESTART: each wait fails with EINTR */
+    cr_assert(sigaction(SIGALRM, &sa, NULL) == 0);
+    tl_loop *loop = new_loop(NULL);
+    int fired = 0;
+    tl_timer t;
+    tl_timer_init(&t, on_count, &fired);
+    cr_assert(tl_timer_start(loop, &t, 30 * MS, 0) == 0);
+    uint64_t deadline = t.deadline;
+    struct itimerval it = {{0, 2000}, {0, 2000}};
+    cr_assert(setitimer(ITIMER_REAL, &it, NULL) == 0);
+    run_to_end(loop);
+    uint64_t done = mono_ns();
+    int during = alarms;
+    struct itimerval off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &off, NULL);
+    cr_assert(fired == 1);
+    cr_assert(during >= 3, "only %d alarms during the wait: the test did not interrupt it", during);
+    cr_assert(done >= deadline && done - deadline < MAX_LATE);
+    free_loop(loop);
+}
