@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Issue 14's "done when": a program written against the contract's names for
  * hooks, references, embedding, fork and explicit init compiles against the
