@@ -30,9 +30,14 @@
  *               (the counter says how many)
  *   delayed     tasks created with a 30 min delay, 99% cancelled before they
  *               run (one batch of N creations and cancellations per iteration)
- * Deadlines: "random" draws distinct delays uniformly in 1 s - 10 min (for
- * expire: 0 - 20 ms); "equal" gives every timer the same delay, a heap's tie
- * case, reported as separate rows.
+ * Deadlines (the `equal` argument): 0 "random" draws distinct delays uniformly
+ * in 1 s - 10 min (for expire: 0 - 20 ms); 1 "equal" gives every timer the
+ * same delay, a heap's worst tie case; 2 "batch" gives each run of 256
+ * consecutive starts (or restarts) one delay, 1 us later than the run before:
+ * the deadlines of a busy server, whose every timer (re)started in one loop
+ * iteration shares tl_now (as if the time were updated every 256 operations,
+ * without timing each library's update call). Ties must still fire in start
+ * order.
  *
  * Counters: ns_per_op and items_per_second come from thread CPU time around
  * the timed code (this machine is shared; CPU time leaves out the others'
@@ -71,7 +76,10 @@ inline size_t ring_size(size_t n) {
 inline constexpr uint64_t kEqualDelay = 300 * kSec;
 inline constexpr uint64_t kExpireWindow = 20 * kMs;
 
-enum Deadlines : int64_t { kRandom = 0, kEqual = 1 };
+enum Deadlines : int64_t { kRandom = 0, kEqual = 1, kBatch = 2 };
+/* kBatch: starts per shared deadline, and the step between batches. */
+inline constexpr size_t kBatchSize = 256;
+inline constexpr uint64_t kBatchStep = 1000;
 enum Layout : int64_t { kStartOrder = 0, kShuffled = 1 };
 
 struct Population {
@@ -90,10 +98,15 @@ inline Population make_population(size_t n, Deadlines d, uint64_t lo = 1 * kSec,
     p.initial.resize(n);
     p.victim.resize(ring);
     p.delay.resize(ring);
-    for (auto &x : p.initial) x = d == kEqual ? kEqualDelay : lo + rng.below(hi - lo);
+    auto draw = [&](size_t i) {
+        if (d == kEqual) return kEqualDelay;
+        if (d == kBatch) return kEqualDelay + (i / kBatchSize) * kBatchStep;
+        return lo + rng.below(hi - lo);
+    };
+    for (size_t i = 0; i < n; ++i) p.initial[i] = draw(i);
     for (size_t i = 0; i < ring; ++i) {
         p.victim[i] = (uint32_t)rng.below(n);
-        p.delay[i] = d == kEqual ? kEqualDelay : lo + rng.below(hi - lo);
+        p.delay[i] = draw(i);
     }
     return p;
 }
@@ -202,6 +215,9 @@ void bm_expire(benchmark::State &st, const std::string &variant) {
     Deadlines d = (Deadlines)st.range(1);
     Population p = make_population(n, kRandom, 0, kExpireWindow);
     if (d == kEqual) std::fill(p.initial.begin(), p.initial.end(), kExpireWindow);
+    if (d == kBatch) /* batches of 256 starts, spread over the window */
+        for (size_t k = 0; k < n; ++k)
+            p.initial[k] = (k / kBatchSize) * kBatchSize * kExpireWindow / n;
     /* at[k]: where in memory the k-th timer started lives. */
     std::vector<uint32_t> at(n);
     std::iota(at.begin(), at.end(), 0u);
@@ -354,7 +370,7 @@ inline int64_t expire_iterations(int64_t n) {
 
 /* Registers every benchmark above for one library (label: the row name, e.g.
    "heap4" or "libev"; variant: passed to the adapter's constructor). The
-   all-equal-deadline rows (equal:1) stop at 1e6: they are the heaps' tie
+   tie rows (equal:1 all equal, equal:2 batches of 256) stop at 1e6: they are the heaps' tie
    case, not a scaling curve. */
 template <class Ops>
 void register_all(const std::string &label, const std::string &variant, int64_t max_n) {
@@ -372,8 +388,8 @@ void register_all(const std::string &label, const std::string &variant, int64_t 
         if (manual) b->UseManualTime();
     };
     for (int64_t n : sizes(max_n)) {
-        for (int64_t d : {kRandom, kEqual}) {
-            if (d == kEqual && n > 1000000) continue;
+        for (int64_t d : {kRandom, kEqual, kBatch}) {
+            if (d != kRandom && n > 1000000) continue;
             one("start_stop", bm_start_stop<Ops>, {n, d}, op_iterations(n), false);
             one("restart", bm_restart<Ops>, {n, d}, op_iterations(n), false);
             one("cancel", bm_cancel<Ops>, {n, d}, cancel_iterations(n), true);

@@ -171,7 +171,7 @@ int uring_backend_create(IoBackend **out) noexcept;
  *   bit 0      TIMER_ACTIVE  inside the backend or queued in the ready list
  *   bit 1      TIMER_QUEUED  in the loop's ready list (popped, callback not run
  *                            yet); only with TIMER_ACTIVE
- *   bit 2      TIMER_UNREF   not counted by tl_loop_alive (tl_timer_set_ref)
+ *   bit 2      TIMER_UNREF   tl_timer_set_ref(.., 0); kept across stop/start
  *   bits 3-7   free: per-handle state bits
  *   bits 8-31  free: room for the timer's clock, period and leeway encoding
  * tl_timer_init zeroes the word. The loop writes it with read-modify-write
@@ -180,10 +180,10 @@ int uring_backend_create(IoBackend **out) noexcept;
 enum : uint32_t {
     TIMER_ACTIVE = 1u << 0,
     TIMER_QUEUED = 1u << 1,
-    TIMER_STATE = TIMER_ACTIVE | TIMER_QUEUED,
     /* tl_timer_set_ref(.., 0): does not keep the loop alive. Kept across
        stop/start: only tl_timer_init clears it. */
     TIMER_UNREF = 1u << 2,
+    TIMER_STATE = TIMER_ACTIVE | TIMER_QUEUED,
 };
 
 /* tl_io::flags. */
@@ -223,9 +223,9 @@ struct tl_loop {
     const tl_timer_backend *timer_backend;
     void *timers;
     tl::detail::IoBackend *io;
-    uint32_t id;   /* non-zero, unique per process: tags handles' owner */
-    bool running;  /* inside tl_loop_run                                */
-    bool stopping; /* tl_loop_stop called                               */
+    uint32_t id;             /* non-zero, unique per process: tags handles' owner */
+    bool running;            /* inside tl_loop_run                                */
+    bool stopping;           /* tl_loop_stop called                               */
     uint64_t active_handles; /* timers, user I/O, asyncs, signals, hooks */
     uint64_t unref_active;   /* of those, the unreferenced ones          */
     tl_io_kind io_kind;      /* EPOLL or URING: what tl_loop_fork re-creates */
@@ -241,7 +241,7 @@ struct tl_loop {
     tl_timer *ready_tail;
     uint64_t ready_count;
 #ifndef NDEBUG
-    uint64_t verify_ops;        /* operations since the last backend walk   */
+    uint64_t verify_ops;        /* calls since the last full walk           */
     uint64_t last_pop_deadline; /* the previous pop of this dispatch (EXACT) */
 #endif
 
@@ -322,16 +322,17 @@ inline void handle_ref_changed(tl_loop *loop, bool was_unref, bool unref) noexce
 }
 
 /* Debug builds walk the loop's own state (the ready list and its flags, the
- * fd table against its watchers, the async and signal lists) and the timer
- * backend's structure (its check() walker) after every timer operation and
- * every callback, and abort with the first broken invariant and the call that
- * broke it (libev's EV_FREQUENT_CHECK). The backend walk is O(timers), so
- * above kVerifyEveryOpUpTo timers + fds it runs once per `count` operations
- * instead (one node visited per operation, amortised): still every operation
- * in the tests' small cases, and the million-timer tests stay within their
- * time limits under ASan. Release builds (NDEBUG) compile all of it away. */
+ * fd table against its watchers, the async, signal and hook lists) after every
+ * timer operation, every timer callback and every iteration, and abort with
+ * the first broken invariant and the call that broke it (libev's
+ * EV_FREQUENT_CHECK); the timer backend's glue walks the backend's structure
+ * after each of its operations (timers/backend_glue.h). The walks are O(n):
+ * up to kVerifyEveryOpUpTo entries they run every time, above it once per
+ * n / kVerifyAmortized calls, so the tests with a million timers stay linear.
+ * Release builds (NDEBUG) compile all of it away. */
 #ifndef NDEBUG
-inline constexpr uint64_t kVerifyEveryOpUpTo = 512;
+inline constexpr uint64_t kVerifyEveryOpUpTo = 64;
+inline constexpr uint64_t kVerifyAmortized = 4;
 void loop_verify(tl_loop *loop, const char *where) noexcept;
 /* A timer pop_expired just returned: never early by the backend's own rule
    (exactly at its deadline with TL_TIMER_CAP_EXACT, else by tick), in

@@ -28,6 +28,7 @@
 #include <cerrno>
 
 #include "loop_internal.h"
+#include "timers/dispatch.h"
 #include "timers/timers.h"
 
 using namespace tl::detail;
@@ -101,7 +102,7 @@ void disarm(tl_loop *loop, tl_timer *t) noexcept {
 int rearm(tl_loop *loop, tl_timer *t, uint64_t deadline) noexcept {
     const tl_timer_backend *b = loop->timer_backend;
     if (!(t->flags & TIMER_QUEUED) && b->reschedule) {
-        b->reschedule(loop->timers, t, deadline);
+        reschedule(b, loop->timers, t, deadline); /* timers/dispatch.h */
         t->deadline = deadline;
         return 0;
     }

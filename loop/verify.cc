@@ -14,8 +14,9 @@
  *   active timer is a handle the loop counts).
  * - fd table: a watcher at fds[i] watches fd i, is IO_ACTIVE and belongs to
  *   this loop.
- * - Async and signal lists: next/prev links agree, each member belongs to
- *   this loop, and the dispatch cursors point into their list (or are NULL).
+ * - Async, signal and hook lists: next/prev links agree, each member belongs
+ *   to this loop, the dispatch cursors point into their list (or are NULL),
+ *   and a start-ordered list's tail is its last node.
  * - Handle counts (tl_detail_loop_check): active_handles is the sum of the
  *   kinds, each per-kind count matches its list or the fd table, hooks are
  *   in start order, unref_active matches the handles' flags.
@@ -51,8 +52,8 @@ void verify_ready(const tl_loop *loop, const char *where) noexcept {
 }
 
 template <class Node>
-void verify_list(const tl_loop *loop, const Node *head, const Node *cursor, const char *where,
-                 const char *name) noexcept {
+const Node *verify_list(const tl_loop *loop, const Node *head, const Node *cursor,
+                        const char *where, const char *name) noexcept {
     bool cursor_seen = cursor == nullptr;
     const Node *prev = nullptr;
     for (const Node *n = head; n; prev = n, n = n->next) {
@@ -65,15 +66,14 @@ void verify_list(const tl_loop *loop, const Node *head, const Node *cursor, cons
         if (n == cursor) cursor_seen = true;
     }
     if (!cursor_seen) fail(where, "dispatch cursor outside its list");
+    return prev; /* the last node */
 }
 
 template <class Node>
 void verify_ordered(const tl_loop *loop, const OrderedList<Node> &list, const char *where,
                     const char *name) noexcept {
-    verify_list(loop, list.head, list.cursor, where, name);
-    const Node *last = list.head;
-    while (last && last->next) last = last->next;
-    if (last != list.tail) fail(where, "start-ordered list tail is not its last node");
+    if (verify_list(loop, list.head, list.cursor, where, name) != list.tail)
+        fail(where, "start-ordered list's tail is not its last node");
 }
 
 } // namespace
@@ -88,10 +88,10 @@ void loop_verify(tl_loop *loop, const char *where) noexcept {
     uint64_t timers = timers_active(loop);
     if (timers > loop->active_handles) fail(where, "more active timers than active handles");
 
-    /* The walks are O(timers + fds): every operation while small, then
-       amortised to a bounded cost per operation (loop_internal.h). */
-    uint64_t size = loop->timer_backend->count(loop->timers) + loop->ready_count + loop->fds_size;
-    if (size > kVerifyEveryOpUpTo && ++loop->verify_ops < size) return;
+    /* The walks are O(queued timers + fds): every call while small, then
+       amortised to a bounded cost per call (loop_internal.h). */
+    uint64_t size = loop->ready_count + loop->fds_size;
+    if (size > kVerifyEveryOpUpTo && ++loop->verify_ops < size / kVerifyAmortized) return;
     loop->verify_ops = 0;
     verify_ready(loop, where);
     for (size_t fd = 0; fd < loop->fds_size; ++fd) {
@@ -101,10 +101,9 @@ void loop_verify(tl_loop *loop, const char *where) noexcept {
         if (!(w->flags & IO_ACTIVE)) fail(where, "fd table holds an inactive watcher");
     }
     verify_ordered(loop, loop->asyncs, where, "async");
-    for (const auto &hooks : loop->hooks) verify_ordered(loop, hooks, where, "hook");
     verify_list(loop, loop->signals, loop->signal_cursor, where, "signal");
-    if (const char *broken = tl_detail_timers_check(loop->timer_backend, loop->timers))
-        fail(where, broken);
+    for (const OrderedList<tl_hook> &hooks : loop->hooks)
+        verify_ordered(loop, hooks, where, "hook");
     /* The handle counts against the lists and flags (loop.cc). */
     if (const char *broken = tl_detail_loop_check(loop)) fail(where, broken);
 }

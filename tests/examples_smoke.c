@@ -934,3 +934,18 @@ Test(examples, delayed_tasks_reports_on_sigint) {
     cr_expect(strstr(c.log, "interrupted by SIGINT"), "output:\n%s", c.log);
     cr_expect(strstr(c.log, "result: interrupted, 0 early"), "output:\n%s", c.log);
 }
+
+/* ------------------------------------------------------------------------ */
+/* custom_backend                                                           */
+/* ------------------------------------------------------------------------ */
+
+Test(examples, custom_backend_registers_and_fires_in_order) {
+    skip_unless_io_available();
+    struct child c;
+    char *argv[] = {(char *)example("TL_EXAMPLE_CUSTOM_BACKEND"), "--io", (char *)io_kind(), NULL};
+    int status = run_to_end(&c, argv, EXIT_MS);
+    assert_exit_0(&c, status, "custom_backend");
+    cr_expect(strstr(c.log, "timers: sorted_list"), "output:\n%s", c.log);
+    cr_expect(strstr(c.log, "6 callbacks, in order"), "output:\n%s", c.log);
+    cr_expect(!strstr(c.log, "EARLY"), "output:\n%s", c.log);
+}

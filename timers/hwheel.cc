@@ -21,7 +21,33 @@
  * slot is one tick; a level-L slot spans 64^L ticks and starts at
  * start(L, s) = (cur with the bits of levels <= L cleared) | s << 6L. A
  * "ready" list holds timers already found due: those of a partly elapsed tick
- * whose deadline has passed, and any inserted with e < cur.
+ * whose deadline has passed, and any inserted with e < cur. The vocabulary
+ * (fire tick, cur, slot, ready, lazy) and the tick arithmetic, bitmap and
+ * ready-list code are shared with wheel.cc (wheel_core.h).
+ *
+ * The levels at the default tick (1 ms; wheel_core.h). A timer whose fire
+ * tick is d ticks after cur files at the level whose range covers d; a slot
+ * of level L spans 64^L ticks, and the timer is cascaded down one level or
+ * more when its slot comes due, so it still fires within one tick of its
+ * deadline at every level (unlike the kernel's wheel, which fires a level's
+ * timers at its granularity):
+ *
+ *   level | slot span (ticks) | slot span at 1 ms | deltas it holds, up to
+ *   ------+-------------------+-------------------+----------------------
+ *       0 |                 1 |              1 ms |               64 ms
+ *       1 |                64 |             64 ms |             4.096 s
+ *       2 |              4096 |           4.096 s |             4.4 min
+ *       3 |            262144 |           4.4 min |              4.66 h
+ *       4 |              2^24 |            4.66 h |             12.4 days
+ *       5 |              2^30 |         12.4 days |              2.18 y
+ *       6 |              2^36 |            2.18 y |               139 y
+ *       7 |              2^42 |             139 y |              8919 y
+ *       8 |              2^48 |            8919 y |           571 000 y
+ *       9 |              2^54 |         571 000 y |            36.5 My
+ *      10 |              2^60 |           36.5 My |     2^64 ticks (584 My)
+ *
+ * So an I/O timeout of seconds files at level 1 or 2 and cascades once or
+ * twice; a 30-day one starts at level 5. Level 10 uses 4 of its 6 bits.
  *
  * Invariants (checked by hwheel_check()):
  * - Every occupied slot starts at or after cur (strictly after for L > 0), so
@@ -59,6 +85,7 @@
 #include "backend_glue.h"
 #include "slot_list.h"
 #include "timers.h"
+#include "wheel_core.h"
 
 namespace tl::detail {
 namespace {
@@ -73,57 +100,10 @@ constexpr unsigned kSlots = 1u << kSlotBits;
 constexpr unsigned kLevels = (64 + kSlotBits - 1) / kSlotBits;
 static_assert(kLevels <= 64, "the summary word has one bit per level");
 
-/* link[2] = slot id | kLazy. Ids need 10 bits (kReady is one more); the
- * flag sits above them. */
-constexpr uintptr_t kIdMask = (uintptr_t(1) << 16) - 1;
-constexpr uintptr_t kLazy = uintptr_t(1) << 16;
-constexpr unsigned kReady = kLevels * kSlots;
-static_assert(kReady <= kIdMask, "slot ids fit below the flag");
-
-/* Node: link[0] = next, link[1] = prev, link[2] = slot id and flag. */
+/* Node: link[0] = next, link[1] = prev, link[2] = slot id (level * 64 +
+ * slot, or kReady) and the lazy mark (wheel_core.h). */
 static_assert(3 * sizeof(uintptr_t) <= timer_link_bytes, "hwheel node fits in tl_timer.link");
-
-__extension__ typedef unsigned __int128 u128;
-
-/* Division by the tick without a div instruction: q = mulhi(x, floor(2^64 /
- * tick)) is q or q - 1, one compare fixes it. Cascades divide once per timer
- * moved, so this keeps them at a couple of multiplies. */
-class TickDivider {
-    uint64_t tick_;
-    uint64_t magic_; /* floor(2^64 / tick), unused for tick 1 */
-
-public:
-    explicit TickDivider(uint64_t tick) noexcept
-        : tick_(tick), magic_(tick > 1 ? uint64_t((u128(1) << 64) / tick) : 0) {}
-
-    uint64_t tick() const noexcept { return tick_; }
-
-    uint64_t floor(uint64_t x, uint64_t &rem) const noexcept {
-        if (tick_ == 1) {
-            rem = 0;
-            return x;
-        }
-        uint64_t q = uint64_t((u128(x) * magic_) >> 64);
-        uint64_t r = x - q * tick_;
-        if (r >= tick_) {
-            ++q;
-            r -= tick_;
-        }
-        rem = r;
-        return q;
-    }
-
-    uint64_t ceil(uint64_t x) const noexcept {
-        uint64_t r;
-        uint64_t q = floor(x, r);
-        return q + (r != 0);
-    }
-
-    /* The time of tick k, saturating at UINT64_MAX ("never"). */
-    uint64_t time_of(uint64_t k) const noexcept {
-        return k > UINT64_MAX / tick_ ? UINT64_MAX : k * tick_;
-    }
-};
+static_assert(kLevels * kSlots < kReady, "slot ids stay below kReady");
 
 constexpr uint64_t bit(unsigned i) noexcept {
     return uint64_t(1) << i;
@@ -139,13 +119,12 @@ class HWheel : public MallocNew {
     uint64_t slot_min_[kLevels][kSlots]; /* ns; meaningful for occupied slots only */
     uint64_t occupied_[kLevels] = {};
     uint64_t levels_ = 0; /* bit L: occupied_[L] != 0 */
-    tl_timer *ready_ = nullptr;
-    uint64_t ready_min_ = 0; /* ns; meaningful while ready_ */
+    ReadyList ready_;
     uint64_t cur_;
     size_t count_ = 0;
-    TickDivider div_;
+    TickClock clock_;
 
-    static unsigned id_of(const tl_timer *t) noexcept { return unsigned(t->link[2] & kIdMask); }
+    static unsigned id_of(const tl_timer *t) noexcept { return unsigned(slot_id(t)); }
 
     uint64_t start(unsigned level, unsigned slot) const noexcept {
         unsigned shift = kSlotBits * level;
@@ -155,27 +134,12 @@ class HWheel : public MallocNew {
 
     static uint64_t span(unsigned level) noexcept { return uint64_t(1) << (kSlotBits * level); }
 
-    /* The least deadline whose fire tick is k. */
-    uint64_t first_ns(uint64_t k) const noexcept { return k ? (k - 1) * div_.tick() + 1 : 0; }
-
-    bool aligned(uint64_t deadline, uint64_t e) const noexcept {
-        /* e * tick wraps only when it exceeds UINT64_MAX, and then cannot
-           equal the deadline (it is within one tick above it). */
-        return e * div_.tick() == deadline;
-    }
-
-    void push_ready(tl_timer *t, bool front) noexcept {
-        if (!ready_ || t->deadline < ready_min_) ready_min_ = t->deadline;
-        list_push(ready_, t, front);
-        t->link[2] = kReady;
-    }
-
     /* Pre: t in no list, e = t's fire tick. Post: t filed relative to cur (in
        the ready list if e < cur), bitmaps and minimum updated. Does not touch
        count. */
     void file(tl_timer *t, uint64_t e) noexcept {
         if (e < cur_) {
-            push_ready(t, true);
+            ready_.push(t, true);
             return;
         }
         unsigned level = level_of(cur_, e);
@@ -189,7 +153,7 @@ class HWheel : public MallocNew {
         } else if (t->deadline < min) {
             min = t->deadline;
         }
-        list_push(head, t, !aligned(t->deadline, e));
+        list_push(head, t, !clock_.aligned(t->deadline, e));
         t->link[2] = uintptr_t(level * kSlots + slot);
     }
 
@@ -198,7 +162,7 @@ class HWheel : public MallocNew {
     void unfile(tl_timer *t) noexcept {
         unsigned id = id_of(t);
         if (id == kReady) {
-            list_unlink(ready_, t);
+            ready_.unlink(t);
             return;
         }
         unsigned level = id / kSlots, slot = id % kSlots;
@@ -226,7 +190,7 @@ class HWheel : public MallocNew {
         cur_ = slot_start;
         while (t) {
             tl_timer *n = next_of(t);
-            file(t, div_.ceil(t->deadline));
+            file(t, clock_.fire_tick(t->deadline));
             t = n;
         }
     }
@@ -240,19 +204,11 @@ class HWheel : public MallocNew {
         while (t) {
             tl_timer *n = next_of(t);
             if (t->deadline <= now)
-                push_ready(t, true);
+                ready_.push(t, true);
             else
                 file(t, slot_start); /* back here: e == slot_start, never lazy */
             t = n;
         }
-    }
-
-    /* now in ticks; at UINT64_MAX every deadline has passed, so every fire
-       tick counts as reached. */
-    uint64_t now_tick(uint64_t now) const noexcept {
-        uint64_t r;
-        uint64_t q = div_.floor(now, r);
-        return now == UINT64_MAX ? q + (r != 0) : q;
     }
 
 public:
@@ -261,9 +217,9 @@ public:
 
     static bool accepts(const tl_timer_config &cfg) noexcept { return cfg.tick_ns != 0; }
 
-    HWheel(const tl_timer_config &cfg, uint64_t now) noexcept : div_(cfg.tick_ns) {
+    HWheel(const tl_timer_config &cfg, uint64_t now) noexcept : clock_(cfg.tick_ns) {
         uint64_t r;
-        cur_ = div_.floor(now, r);
+        cur_ = clock_.floor(now, r);
     }
     /* Everything is inside the object. */
     bool allocate() noexcept { return true; }
@@ -272,7 +228,7 @@ public:
        t inside, filed at the level and slot of its fire tick (ready if that
        tick has passed). O(1); never fails, never allocates. */
     int insert(tl_timer *t) noexcept {
-        file(t, div_.ceil(t->deadline));
+        file(t, clock_.fire_tick(t->deadline));
         ++count_;
         return 0;
     }
@@ -290,14 +246,15 @@ public:
        no list. Earlier: moved now. Level-0 slots are single ticks with ordered
        halves, so there a change of tick or of alignment is a move (also O(1)). */
     void reschedule(tl_timer *t, uint64_t deadline) noexcept {
-        uint64_t e = div_.ceil(deadline);
+        uint64_t e = clock_.fire_tick(deadline);
         unsigned id = id_of(t);
         if (id != kReady && e >= cur_) {
             unsigned level = id / kSlots, slot = id % kSlots;
             uint64_t slot_start = start(level, slot);
             uint64_t &min = slot_min_[level][slot];
             if (level == 0) {
-                if (e == slot_start && aligned(deadline, e) == aligned(t->deadline, e)) {
+                if (e == slot_start &&
+                    clock_.aligned(deadline, e) == clock_.aligned(t->deadline, e)) {
                     t->deadline = deadline;
                     if (deadline < min) min = deadline;
                     return;
@@ -324,11 +281,11 @@ public:
        reschedule left a slot's minimum low): no timer fires before it, and
        popping at it returns a timer or moves the stale slot on. */
     uint64_t next_expiry() const noexcept {
-        if (ready_) return ready_min_;
+        if (ready_.head) return ready_.min;
         if (!levels_) return UINT64_MAX;
         unsigned level = unsigned(__builtin_ctzll(levels_));
         unsigned slot = unsigned(__builtin_ctzll(occupied_[level]));
-        uint64_t lower = first_ns(start(level, slot));
+        uint64_t lower = clock_.first_ns(start(level, slot));
         uint64_t min = slot_min_[level][slot];
         return min > lower ? min : lower;
     }
@@ -338,13 +295,11 @@ public:
        order; NULL once none is left, with cur at now's tick (its successor
        after a partial tick) and every slot that started by then cascaded. */
     tl_timer *pop_expired(uint64_t now) noexcept {
-        uint64_t nt = now_tick(now);
+        uint64_t nt = clock_.now_tick(now);
         for (;;) {
-            if (ready_) {
-                tl_timer *t = ready_;
-                list_unlink(ready_, t);
+            if (ready_.head) {
                 --count_;
-                return t;
+                return ready_.pop();
             }
             if (!levels_) break;
             unsigned level = unsigned(__builtin_ctzll(levels_));
@@ -357,7 +312,7 @@ public:
                     cascade(level, slot, slot_start);
                 } else {
                     collect_partial(slot, slot_start, now);
-                    if (!ready_) break; /* the minimum was stale; it is exact now */
+                    if (!ready_.head) break; /* the minimum was stale; it is exact now */
                 }
                 continue;
             }
@@ -381,27 +336,7 @@ public:
 
     const char *check() const noexcept {
         size_t seen = 0;
-        if (ready_) {
-            const tl_timer *t = ready_;
-            do {
-                if (++seen > count_)
-                    return check_failed("hwheel: more timers linked than count %zu", count_);
-                if (prev_of(next_of(t)) != t || next_of(prev_of(t)) != t)
-                    return check_failed("hwheel: broken links in the ready list");
-                if (t->link[2] != kReady)
-                    return check_failed("hwheel: ready timer records slot id %#llx",
-                                        (unsigned long long)t->link[2]);
-                uint64_t e = div_.ceil(t->deadline);
-                if (e > cur_)
-                    return check_failed("hwheel: ready timer with fire tick %llu after cur %llu",
-                                        (unsigned long long)e, (unsigned long long)cur_);
-                if (ready_min_ > t->deadline)
-                    return check_failed("hwheel: ready minimum %llu above deadline %llu",
-                                        (unsigned long long)ready_min_,
-                                        (unsigned long long)t->deadline);
-                t = next_of(t);
-            } while (t != ready_);
-        }
+        if (const char *broken = ready_.check(clock_, cur_, seen, count_, "hwheel")) return broken;
         uint64_t levels = 0;
         for (unsigned level = 0; level < kLevels; ++level) {
             for (unsigned slot = 0; slot < kSlots; ++slot) {
@@ -421,7 +356,7 @@ public:
                                         (unsigned long long)cur_);
                 uint64_t min = slot_min_[level][slot];
                 uint64_t last_tick = slot_start + (span(level) - 1);
-                if (min < first_ns(slot_start) || min > div_.time_of(last_tick))
+                if (min < clock_.first_ns(slot_start) || min > clock_.time_of(last_tick))
                     return check_failed("hwheel: slot %u/%u minimum %llu outside its ticks", level,
                                         slot, (unsigned long long)min);
                 const tl_timer *t = head;
@@ -433,9 +368,7 @@ public:
                     if (id_of(t) != level * kSlots + slot)
                         return check_failed("hwheel: timer in slot %u/%u records slot id %u", level,
                                             slot, id_of(t));
-                    if (t->link[2] & ~(kIdMask | kLazy))
-                        return check_failed("hwheel: stray bits in a timer's slot id");
-                    uint64_t e = div_.ceil(t->deadline);
+                    uint64_t e = clock_.fire_tick(t->deadline);
                     if (!(t->link[2] & kLazy)) {
                         unsigned want_level = level_of(cur_, e);
                         unsigned want_slot = unsigned(e >> (kSlotBits * want_level)) & (kSlots - 1);

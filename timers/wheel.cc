@@ -24,7 +24,7 @@
  * returned, and any inserted with e < cur.
  *
  * Invariants (checked by wheel_check()):
- * - A timer's link[2] holds its slot (kDue in the due list), so removal finds
+ * - A timer's link[2] holds its slot (kReady in the ready list), so removal finds
  *   it without dividing.
  * - A timer in slot s has e mod N == s and e >= cur, unless it is marked lazy:
  *   rescheduled later to another slot's tick and left in place (a heartbeat
@@ -32,10 +32,10 @@
  *   its tick (the slot's minimum is at most its old deadline), and the walk
  *   re-files it. slot_min[s] is <= every deadline in the slot (it may be
  *   stale but low after a cancel or a lazy reschedule, which costs at most
- *   one extra walk). Due timers have e <= cur; due_min is a lower bound of
+ *   one extra walk). Ready timers have e <= cur; the ready minimum is a lower bound of
  *   their deadlines.
  * - Occupancy bits are set exactly for the non-empty slots; count is the
- *   number of timers in the slots and the due list.
+ *   number of timers in the slots and the ready list.
  * - While the window is valid: no timer in a slot has e before it, and every
  *   slot holding a timer whose e lies in it is active (active slots are
  *   occupied; a stale mark after a cancel is cleared when met).
@@ -64,6 +64,7 @@
 #include "backend_glue.h"
 #include "slot_list.h"
 #include "timers.h"
+#include "wheel_core.h"
 
 namespace tl::detail {
 namespace {
@@ -74,13 +75,12 @@ namespace {
  * fitting any cache and an empty scan reads 16K words; use hwheel instead. */
 constexpr uint64_t kMaxSlots = uint64_t(1) << 20;
 
-/* Node: link[0] = next, link[1] = prev, link[2] = slot (| kLazy) or kDue. */
+/* Node: link[0] = next, link[1] = prev, link[2] = slot (| kLazy) or kReady
+   (wheel_core.h). A lazy timer was rescheduled later to another slot's tick
+   and left in place; the walk of its slot (due no later than the old
+   deadline) re-files it. */
 static_assert(3 * sizeof(uintptr_t) <= timer_link_bytes, "wheel node fits in tl_timer.link");
-constexpr uintptr_t kDue = UINTPTR_MAX;
-/* A timer rescheduled later without moving: its slot is not its fire tick's,
-   and the walk of that slot (due no later than the old deadline) re-files it. */
-constexpr uintptr_t kLazy = uintptr_t(1) << 30;
-static_assert(kMaxSlots <= kLazy, "slot numbers stay below the lazy mark");
+static_assert(kMaxSlots < kReady, "slot numbers stay below kReady and the lazy mark");
 
 class Wheel : public MallocNew {
     static constexpr size_t kNone = SIZE_MAX;
@@ -89,9 +89,8 @@ class Wheel : public MallocNew {
     uint64_t *slot_min_ = nullptr; /* ns; meaningful for occupied slots only */
     uint64_t *occupied_ = nullptr;
     uint64_t *active_ = nullptr; /* slots that may fire within the window */
-    tl_timer *due_ = nullptr;
-    uint64_t due_min_ = 0; /* ns; meaningful while due_ */
-    uint64_t tick_;
+    ReadyList ready_;
+    TickClock clock_;
     uint64_t mask_;     /* N - 1 */
     size_t words_;      /* bitmap words, max(N / 64, 1): a power of two */
     uint64_t max_tick_; /* ceil(UINT64_MAX / tick): the last fire tick */
@@ -101,25 +100,8 @@ class Wheel : public MallocNew {
        in O(occupied slots) when used up. */
     uint64_t window_ = 0;
     bool window_valid_ = false;
-    uint64_t max_time_tick_;  /* UINT64_MAX / tick: the last tick with a time */
-    uint64_t max_first_tick_; /* (UINT64_MAX - 1) / tick, for first_ns */
     size_t count_ = 0;
 
-    uint64_t fire_tick(uint64_t deadline) const noexcept {
-        return deadline / tick_ + (deadline % tick_ != 0);
-    }
-    /* The time of tick k, saturating at UINT64_MAX ("never"). */
-    uint64_t time_of(uint64_t k) const noexcept {
-        return k > max_time_tick_ ? UINT64_MAX : k * tick_;
-    }
-    /* The least deadline whose fire tick is k. */
-    uint64_t first_ns(uint64_t k) const noexcept {
-        if (k == 0) return 0;
-        return k - 1 > max_first_tick_ ? UINT64_MAX : (k - 1) * tick_ + 1;
-    }
-    uint64_t now_tick(uint64_t now) const noexcept {
-        return now == UINT64_MAX ? max_tick_ : now / tick_;
-    }
     /* Where scans start: cur, or the window if it starts later (no timer in
        a slot is due before it). */
     uint64_t scan_from() const noexcept { return window_valid_ && window_ > cur_ ? window_ : cur_; }
@@ -129,16 +111,6 @@ class Wheel : public MallocNew {
     }
     /* Whether tick k >= window_ lies in the window. */
     bool in_window(uint64_t k) const noexcept { return k - window_ <= mask_; }
-
-    static void set_bit(uint64_t *bits, size_t s) noexcept {
-        bits[s >> 6] |= uint64_t(1) << (s & 63);
-    }
-    static void clear_bit(uint64_t *bits, size_t s) noexcept {
-        bits[s >> 6] &= ~(uint64_t(1) << (s & 63));
-    }
-    static bool test_bit(const uint64_t *bits, size_t s) noexcept {
-        return (bits[s >> 6] >> (s & 63)) & 1;
-    }
 
     /* The first set bit at or after from's slot, wrapping around, or kNone: at
        most words_ + 1 word reads, each a ctz. */
@@ -155,25 +127,23 @@ class Wheel : public MallocNew {
         return word ? (w << 6) | size_t(__builtin_ctzll(word)) : kNone;
     }
 
-    /* e * tick wraps only above UINT64_MAX, and then cannot equal the deadline. */
-    void push_due(tl_timer *t, uint64_t e) noexcept {
-        if (!due_ || t->deadline < due_min_) due_min_ = t->deadline;
-        list_push(due_, t, e * tick_ != t->deadline);
-        t->link[2] = kDue;
+    /* Into the ready list, unaligned deadlines of a tick before aligned ones. */
+    void push_ready(tl_timer *t, uint64_t e) noexcept {
+        ready_.push(t, !clock_.aligned(t->deadline, e));
     }
 
     /* Pre: t in no list, e = its fire tick. Post: t in slot e mod N (marked
-       active if e is in the window), or in the due list if e < cur. Does not
+       active if e is in the window), or in the ready list if e < cur. Does not
        touch count. */
     void file(tl_timer *t, uint64_t e) noexcept {
         if (e < cur_) {
-            push_due(t, e);
+            push_ready(t, e);
             return;
         }
         size_t s = size_t(e & mask_);
         if (!slots_[s]) {
             slot_min_[s] = t->deadline;
-            set_bit(occupied_, s);
+            bit_set(occupied_, s);
         } else if (t->deadline < slot_min_[s]) {
             slot_min_[s] = t->deadline;
         }
@@ -183,29 +153,29 @@ class Wheel : public MallocNew {
             if (e < window_)
                 window_valid_ = false; /* earlier than the window: rebuild it */
             else if (in_window(e))
-                set_bit(active_, s);
+                bit_set(active_, s);
         }
     }
 
     void slot_emptied(size_t s) noexcept {
-        clear_bit(occupied_, s);
-        clear_bit(active_, s);
+        bit_clear(occupied_, s);
+        bit_clear(active_, s);
     }
 
     /* Pre: t inside. Post: t in no list; its slot's bits cleared if it emptied.
        Does not touch count. */
     void unfile(tl_timer *t) noexcept {
-        if (t->link[2] == kDue) {
-            list_unlink(due_, t);
+        if (t->link[2] == kReady) {
+            ready_.unlink(t);
             return;
         }
-        size_t s = size_t(t->link[2] & ~kLazy);
+        size_t s = size_t(slot_id(t));
         list_unlink(slots_[s], t);
         if (!slots_[s]) slot_emptied(s);
     }
 
-    /* Pre: the due list is empty, slot s is visited at tick T, limit <=
-       time_of(T). Post: its timers with deadline <= limit are in the due list
+    /* Pre: the ready list is empty, slot s is visited at tick T, limit <=
+       clock_.time_of(T). Post: its timers with deadline <= limit are in the ready list
        (unaligned deadlines first), its lazy ones re-filed where their fire
        tick says, slot_min[s] is exact, and s is active only if a timer of
        tick T is left. */
@@ -215,11 +185,11 @@ class Wheel : public MallocNew {
         while (t) {
             tl_timer *n = next_of(t);
             if (t->deadline <= limit) {
-                push_due(t, T);
-            } else if ((t->link[2] & kLazy) && (fire_tick(t->deadline) & mask_) != s) {
+                push_ready(t, T);
+            } else if ((t->link[2] & kLazy) && (clock_.fire_tick(t->deadline) & mask_) != s) {
                 /* Its fire tick is after T (deadline > limit), in another
                    slot: never behind cur, never before the window. */
-                file(t, fire_tick(t->deadline));
+                file(t, clock_.fire_tick(t->deadline));
             } else {
                 t->link[2] = s;
                 list_push(slots_[s], t, true);
@@ -232,7 +202,7 @@ class Wheel : public MallocNew {
             return;
         }
         slot_min_[s] = min;
-        if (min > time_of(T)) clear_bit(active_, s);
+        if (min > clock_.time_of(T)) bit_clear(active_, s);
     }
 
     /* Pre: some slot occupied. Post: the window starts at the first tick at
@@ -245,18 +215,19 @@ class Wheel : public MallocNew {
         for (size_t w = 0; w < words_; ++w) {
             for (uint64_t word = occupied_[w]; word; word &= word - 1) {
                 size_t s = (w << 6) | size_t(__builtin_ctzll(word));
-                uint64_t lower = first_ns(visit_tick(cur_, s));
+                uint64_t lower = clock_.first_ns(visit_tick(cur_, s));
                 uint64_t bound = slot_min_[s] > lower ? slot_min_[s] : lower;
                 if (bound < horizon) horizon = bound;
             }
         }
-        uint64_t from = fire_tick(horizon);
+        uint64_t from = clock_.fire_tick(horizon);
         if (from < cur_) from = cur_;
         for (size_t w = 0; w < words_; ++w) {
             uint64_t active = 0;
             for (uint64_t word = occupied_[w]; word; word &= word - 1) {
                 size_t s = (w << 6) | size_t(__builtin_ctzll(word));
-                if (slot_min_[s] <= time_of(visit_tick(from, s))) active |= uint64_t(1) << (s & 63);
+                if (slot_min_[s] <= clock_.time_of(visit_tick(from, s)))
+                    active |= uint64_t(1) << (s & 63);
             }
             active_[w] = active;
         }
@@ -280,8 +251,8 @@ class Wheel : public MallocNew {
             if (s != kNone) {
                 visit = visit_tick(from, s);
                 if (in_window(visit)) {
-                    if (slot_min_[s] <= time_of(visit)) return s;
-                    clear_bit(active_, s);
+                    if (slot_min_[s] <= clock_.time_of(visit)) return s;
+                    bit_clear(active_, s);
                     continue;
                 }
             }
@@ -303,10 +274,10 @@ public:
     }
 
     Wheel(const tl_timer_config &cfg, uint64_t now) noexcept
-        : tick_(cfg.tick_ns), mask_(cfg.wheel_slots - 1),
+        : clock_(cfg.tick_ns), mask_(cfg.wheel_slots - 1),
           words_(cfg.wheel_slots >= 64 ? size_t(cfg.wheel_slots / 64) : 1),
-          max_tick_(UINT64_MAX / tick_ + (UINT64_MAX % tick_ != 0)), cur_(now / tick_),
-          max_time_tick_(UINT64_MAX / tick_), max_first_tick_((UINT64_MAX - 1) / tick_) {}
+          max_tick_(UINT64_MAX / cfg.tick_ns + (UINT64_MAX % cfg.tick_ns != 0)),
+          cur_(now / cfg.tick_ns) {}
     Wheel(const Wheel &) = delete;
     Wheel &operator=(const Wheel &) = delete;
     ~Wheel() {
@@ -326,10 +297,10 @@ public:
     }
 
     /* Pre: t not inside, t->deadline set (any value, even before now). Post:
-       t inside, in the slot of its fire tick (the due list if that tick has
+       t inside, in the slot of its fire tick (the ready list if that tick has
        passed). O(1), never fails, never allocates. */
     int insert(tl_timer *t) noexcept {
-        file(t, fire_tick(t->deadline));
+        file(t, clock_.fire_tick(t->deadline));
         ++count_;
         return 0;
     }
@@ -347,9 +318,9 @@ public:
        O(1) and touches no list). An earlier one is moved at once: an unlink
        and a push, also O(1). */
     void reschedule(tl_timer *t, uint64_t deadline) noexcept {
-        uint64_t e = fire_tick(deadline);
-        if (t->link[2] != kDue && e >= cur_) {
-            size_t s = size_t(t->link[2] & ~kLazy);
+        uint64_t e = clock_.fire_tick(deadline);
+        if (t->link[2] != kReady && e >= cur_) {
+            size_t s = size_t(slot_id(t));
             if ((e & mask_) != s) {
                 if (deadline < t->deadline) {
                     move(t, deadline, e);
@@ -366,7 +337,7 @@ public:
                 if (e < window_)
                     window_valid_ = false;
                 else if (in_window(e))
-                    set_bit(active_, s);
+                    bit_set(active_, s);
             }
             return;
         }
@@ -383,15 +354,15 @@ public:
 
     /* A lower bound of every deadline inside, exact unless a cancel or a lazy
        reschedule left a
-       minimum stale: the due list's; else the minimum of the first slot due
+       minimum stale: the ready list's; else the minimum of the first slot due
        in the window; else the horizon. */
     uint64_t next_expiry() noexcept {
-        if (due_) return due_min_;
+        if (ready_.head) return ready_.min;
         if (count_ == 0) return UINT64_MAX;
         uint64_t visit;
         size_t s = find_due(visit);
         if (s == kNone) return 0;
-        uint64_t lower = first_ns(visit);
+        uint64_t lower = clock_.first_ns(visit);
         return slot_min_[s] > lower ? slot_min_[s] : lower;
     }
 
@@ -399,13 +370,11 @@ public:
        now's tick, or of the next tick with deadline <= now, removed, in tick
        order; NULL once none is left, with cur at least now's tick. */
     tl_timer *pop_expired(uint64_t now) noexcept {
-        uint64_t nt = now_tick(now);
+        uint64_t nt = clock_.now_tick(now);
         for (;;) {
-            if (due_) {
-                tl_timer *t = due_;
-                list_unlink(due_, t);
+            if (ready_.head) {
                 --count_;
-                return t;
+                return ready_.pop();
             }
             if (count_ == 0) break;
             uint64_t visit;
@@ -414,7 +383,7 @@ public:
             /* Only the tick after now's can hold a deadline <= now. */
             if (visit > nt && visit - nt > 1) break;
             if (visit <= nt) {
-                collect(s, visit, time_of(visit));
+                collect(s, visit, clock_.time_of(visit));
                 /* At the last representable tick cur stays: nothing is later. */
                 cur_ = visit < max_tick_ ? visit + 1 : visit;
                 continue;
@@ -422,7 +391,7 @@ public:
             if (slot_min_[s] > now) break;
             collect(s, visit, now); /* a partly elapsed tick */
             cur_ = visit;
-            if (!due_) break; /* the minimum was stale; it is exact now */
+            if (!ready_.head) break; /* the minimum was stale; it is exact now */
         }
         if (nt > cur_) cur_ = nt;
         return nullptr;
@@ -432,36 +401,16 @@ public:
 
     const char *check() const noexcept {
         size_t seen = 0;
-        if (due_) {
-            const tl_timer *t = due_;
-            do {
-                if (++seen > count_)
-                    return check_failed("wheel: more timers linked than count %zu", count_);
-                if (prev_of(next_of(t)) != t || next_of(prev_of(t)) != t)
-                    return check_failed("wheel: broken links in the due list");
-                if (t->link[2] != kDue)
-                    return check_failed("wheel: due timer records slot %llu",
-                                        (unsigned long long)t->link[2]);
-                uint64_t e = fire_tick(t->deadline);
-                if (e > cur_)
-                    return check_failed("wheel: due timer with tick %llu after cur %llu",
-                                        (unsigned long long)e, (unsigned long long)cur_);
-                if (due_min_ > t->deadline)
-                    return check_failed("wheel: due minimum %llu above deadline %llu",
-                                        (unsigned long long)due_min_,
-                                        (unsigned long long)t->deadline);
-                t = next_of(t);
-            } while (t != due_);
-        }
+        if (const char *broken = ready_.check(clock_, cur_, seen, count_, "wheel")) return broken;
         if (mask_ + 1 < 64 && (occupied_[0] | active_[0]) >> (mask_ + 1))
             return check_failed("wheel: bitmap bits beyond slot %llu", (unsigned long long)mask_);
         for (size_t s = 0; s <= mask_; ++s) {
             const tl_timer *head = slots_[s];
-            bool occupied = test_bit(occupied_, s);
+            bool occupied = bit_test(occupied_, s);
             if (occupied != (head != nullptr))
                 return check_failed("wheel: occupancy bit of slot %zu is %d, slot %s", s, occupied,
                                     head ? "non-empty" : "empty");
-            if (test_bit(active_, s) && !occupied)
+            if (bit_test(active_, s) && !occupied)
                 return check_failed("wheel: empty slot %zu marked active", s);
             if (!head) continue;
             uint64_t min = slot_min_[s];
@@ -472,16 +421,16 @@ public:
                 if (prev_of(next_of(t)) != t || next_of(prev_of(t)) != t)
                     return check_failed("wheel: broken links in slot %zu", s);
                 bool lazy = t->link[2] & kLazy;
-                if ((t->link[2] & ~kLazy) != s)
+                if (slot_id(t) != s)
                     return check_failed("wheel: timer in slot %zu records slot %llu", s,
                                         (unsigned long long)t->link[2]);
-                uint64_t e = fire_tick(t->deadline);
+                uint64_t e = clock_.fire_tick(t->deadline);
                 if (((e & mask_) != s) != lazy)
                     return check_failed("wheel: timer with tick %llu in slot %zu, %s",
                                         (unsigned long long)e, s, lazy ? "lazy" : "not lazy");
                 if (lazy) {
                     /* Its slot must be walked (and it re-filed) by its tick. */
-                    uint64_t from = fire_tick(min) > cur_ ? fire_tick(min) : cur_;
+                    uint64_t from = clock_.fire_tick(min) > cur_ ? clock_.fire_tick(min) : cur_;
                     if (visit_tick(from, s) > e)
                         return check_failed("wheel: lazy timer with tick %llu in slot %zu, "
                                             "walked only at %llu",
@@ -497,7 +446,7 @@ public:
                 if (window_valid_ && e < window_)
                     return check_failed("wheel: timer with tick %llu before the window at %llu",
                                         (unsigned long long)e, (unsigned long long)window_);
-                if (window_valid_ && !lazy && in_window(e) && !test_bit(active_, s))
+                if (window_valid_ && !lazy && in_window(e) && !bit_test(active_, s))
                     return check_failed("wheel: slot %zu holds tick %llu of the window at %llu "
                                         "but is not active",
                                         s, (unsigned long long)e, (unsigned long long)window_);

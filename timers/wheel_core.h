@@ -18,6 +18,10 @@
  * - lazy:      a timer rescheduled later and left in its old slot; the walk
  *              of that slot (due no later than the old deadline) re-files it.
  *
+ * The shared code below: TickClock (tick arithmetic without a divide), the
+ * bitmap helpers, slot ids with the one lazy mark, and ReadyList (the ready
+ * list, its minimum and its walker); slot_list.h has the lists themselves.
+ *
  * Defaults, used when the loop options leave tick_ns / wheel_slots at 0:
  * - kDefaultTickNs = 1 ms: the granularity people expect of I/O timeouts
  *   (libuv and Netty count in milliseconds); a wheel fires at most one tick
@@ -32,12 +36,145 @@
 
 #include <cstdint>
 
+#include "slot_list.h"
 #include "timers.h"
 
 namespace tl::detail {
 
 inline constexpr uint64_t kDefaultTickNs = 1000000;
 inline constexpr uint32_t kDefaultWheelSlots = 4096;
+
+/* link[2] of a timer inside a wheel: the id of the slot it is in (each wheel
+ * numbers its slots from 0), kReady in the ready list, plus kLazy when it was
+ * rescheduled later and left in place. Slot ids stay below kReady. */
+inline constexpr uintptr_t kLazy = uintptr_t(1) << 30;
+inline constexpr uintptr_t kReady = kLazy - 1;
+inline constexpr uintptr_t slot_id(const tl_timer *t) noexcept {
+    return t->link[2] & ~kLazy;
+}
+
+__extension__ typedef unsigned __int128 wheel_u128;
+
+/* Tick arithmetic: time in ns <-> ticks, without a div instruction (q =
+ * mulhi(x, floor(2^64 / tick)) is q or q - 1, one compare fixes it), since
+ * every insert, reschedule and cascade needs a fire tick. */
+class TickClock {
+    uint64_t tick_;
+    uint64_t magic_;          /* floor(2^64 / tick), unused for tick 1      */
+    uint64_t max_time_tick_;  /* UINT64_MAX / tick: the last tick with a time */
+    uint64_t max_first_tick_; /* (UINT64_MAX - 1) / tick, for first_ns */
+
+public:
+    explicit TickClock(uint64_t tick) noexcept
+        : tick_(tick), magic_(tick > 1 ? uint64_t((wheel_u128(1) << 64) / tick) : 0),
+          max_time_tick_(UINT64_MAX / tick), max_first_tick_((UINT64_MAX - 1) / tick) {}
+
+    uint64_t tick() const noexcept { return tick_; }
+
+    /* floor(x / tick), and the remainder. */
+    uint64_t floor(uint64_t x, uint64_t &rem) const noexcept {
+        if (tick_ == 1) {
+            rem = 0;
+            return x;
+        }
+        uint64_t q = uint64_t((wheel_u128(x) * magic_) >> 64);
+        uint64_t r = x - q * tick_;
+        if (r >= tick_) {
+            ++q;
+            r -= tick_;
+        }
+        rem = r;
+        return q;
+    }
+
+    /* The fire tick of a deadline: ceil(deadline / tick). */
+    uint64_t fire_tick(uint64_t deadline) const noexcept {
+        uint64_t r;
+        uint64_t q = floor(deadline, r);
+        return q + (r != 0);
+    }
+
+    /* now in ticks; at UINT64_MAX every deadline has passed, so every fire
+       tick counts as reached. */
+    uint64_t now_tick(uint64_t now) const noexcept {
+        uint64_t r;
+        uint64_t q = floor(now, r);
+        return now == UINT64_MAX ? q + (r != 0) : q;
+    }
+
+    /* The time of tick k, saturating at UINT64_MAX ("never"). */
+    uint64_t time_of(uint64_t k) const noexcept {
+        return k > max_time_tick_ ? UINT64_MAX : k * tick_;
+    }
+
+    /* The least deadline whose fire tick is k, saturating at UINT64_MAX. */
+    uint64_t first_ns(uint64_t k) const noexcept {
+        if (k == 0) return 0;
+        return k - 1 > max_first_tick_ ? UINT64_MAX : (k - 1) * tick_ + 1;
+    }
+
+    /* Whether a deadline lies on its fire tick's boundary. e * tick wraps
+       only above UINT64_MAX, and then cannot equal the deadline. */
+    bool aligned(uint64_t deadline, uint64_t e) const noexcept { return e * tick_ == deadline; }
+};
+
+/* Occupancy bitmaps: one bit per slot in 64-bit words, scanned with ctz. */
+inline void bit_set(uint64_t *bits, size_t s) noexcept {
+    bits[s >> 6] |= uint64_t(1) << (s & 63);
+}
+inline void bit_clear(uint64_t *bits, size_t s) noexcept {
+    bits[s >> 6] &= ~(uint64_t(1) << (s & 63));
+}
+inline bool bit_test(const uint64_t *bits, size_t s) noexcept {
+    return (bits[s >> 6] >> (s & 63)) & 1;
+}
+
+/* The ready list: timers found due and not yet returned, popped from the
+ * head. Within a tick, unaligned deadlines go first (pushed at the front)
+ * and aligned ones last, so the order is monotonic both in the fire tick and
+ * in floor(deadline / tick). `min` is a lower bound of the deadlines in it. */
+struct ReadyList {
+    tl_timer *head = nullptr;
+    uint64_t min = 0; /* ns; meaningful while head */
+
+    void push(tl_timer *t, bool front) noexcept {
+        if (!head || t->deadline < min) min = t->deadline;
+        list_push(head, t, front);
+        t->link[2] = kReady;
+    }
+    tl_timer *pop() noexcept {
+        tl_timer *t = head;
+        list_unlink(head, t);
+        return t;
+    }
+    void unlink(tl_timer *t) noexcept { list_unlink(head, t); }
+
+    /* The walker's part: links, ids, minimum; counts into seen, at most limit.
+       NULL or the first broken invariant. due_by: every fire tick <= it. */
+    const char *check(const TickClock &clock, uint64_t due_by, size_t &seen, size_t limit,
+                      const char *who) const noexcept {
+        if (!head) return nullptr;
+        const tl_timer *t = head;
+        do {
+            if (++seen > limit)
+                return check_failed("%s: more timers linked than count %zu", who, limit);
+            if (prev_of(next_of(t)) != t || next_of(prev_of(t)) != t)
+                return check_failed("%s: broken links in the ready list", who);
+            if (t->link[2] != kReady)
+                return check_failed("%s: ready timer records slot %#llx", who,
+                                    (unsigned long long)t->link[2]);
+            uint64_t e = clock.fire_tick(t->deadline);
+            if (e > due_by)
+                return check_failed("%s: ready timer with fire tick %llu after cur %llu", who,
+                                    (unsigned long long)e, (unsigned long long)due_by);
+            if (min > t->deadline)
+                return check_failed("%s: ready minimum %llu above deadline %llu", who,
+                                    (unsigned long long)min, (unsigned long long)t->deadline);
+            t = next_of(t);
+        } while (t != head);
+        return nullptr;
+    }
+};
 
 } // namespace tl::detail
 
