@@ -106,11 +106,11 @@ int async_fork(tl_loop *loop) noexcept {
     /* The inherited eventfd is shared with the parent: its sends would wake
        the child. Swap the new one into the watcher and the fd table; the
        caller registers every fd-table entry with the new backend. */
-    loop->fds[loop->async_fd] = nullptr;
+    loop->io_slots[loop->async_fd] = IoSlot{};
     close(loop->async_fd);
     loop->async_fd = fd;
     loop->async_watcher.fd = fd;
-    loop->fds[fd] = &loop->async_watcher;
+    loop->io_slots[fd] = IoSlot{&loop->async_watcher, 0, 0};
     /* A send pending at the fork wrote the old counter; its flag is still
        set, so one write makes the child's first iteration run it. */
     for (tl_async *a = loop->asyncs.head; a; a = a->next) {
@@ -159,11 +159,16 @@ TL_API int tl_async_start(tl_loop *loop, tl_async *a, tl_async_cb cb, void *data
 TL_API int tl_async_send(tl_async *a) {
     if (!a) return -EINVAL;
     uint32_t magic = load_magic(a);
-    if (!is_marked(magic) || !(magic & HANDLE_ACTIVE) || !a->loop) return -EINVAL;
+    if (!is_marked(magic) || !(magic & HANDLE_ACTIVE)) return -EINVAL;
+    /* Read the loop once: a tl_async_stop racing this call (not allowed,
+       but common at shutdown) clears a->loop, and a second read would
+       dereference NULL. The loop and its eventfd outlive the stop. */
+    tl_loop *loop = __atomic_load_n(&a->loop, __ATOMIC_ACQUIRE);
+    if (!loop) return -EINVAL;
     if (__atomic_exchange_n(&a->pending, 1u, __ATOMIC_ACQ_REL) == 0) {
         uint64_t one = 1;
         /* EAGAIN means the counter is saturated: the loop is woken anyway. */
-        while (write(a->loop->async_fd, &one, sizeof one) < 0 && errno == EINTR) {
+        while (write(loop->async_fd, &one, sizeof one) < 0 && errno == EINTR) {
         }
     }
     return 0;
@@ -178,7 +183,7 @@ TL_API int tl_async_stop(tl_loop *loop, tl_async *a) {
     if (!is_active(loop, a, magic)) return 0; /* stale marker in reused memory */
     loop->asyncs.unlink(a);
     store_magic(a, magic & (HANDLE_INIT | HANDLE_UNREF));
-    a->loop = nullptr;
+    __atomic_store_n(&a->loop, nullptr, __ATOMIC_RELEASE);
     --loop->stats.asyncs_active;
     handle_deactivated(loop, magic & HANDLE_UNREF);
     return 0;

@@ -34,11 +34,25 @@
  * a sub-millisecond remainder into a busy 0-timeout spin.
  * TICKLOOP_EPOLL_PWAIT2=0 forces that last fallback, so tests can exercise
  * it.
+ *
+ * A registration epoll cannot delete. epoll keys a registration on the open
+ * file *and* the fd number, and drops it only when the file is closed for
+ * good. An fd closed before tl_io_stop whose file lives on (a dup, a forked
+ * child) cannot be named in EPOLL_CTL_DEL any more (EBADF), so its
+ * registration stays in the set and, level-triggered, reports the file's
+ * readiness with the stopped watcher's tag forever: the loop dropped those
+ * events and spun at 100% CPU. On epoll such a tag can come from nothing
+ * else (every other registration was deleted before the loop forgot it), so
+ * the first event whose tag names no registration makes the backend build a
+ * new set from the registry and close the old one, as libev does. A new
+ * watcher on the same fd number and file meets the leftover at
+ * EPOLL_CTL_ADD (EEXIST) and takes it over with EPOLL_CTL_MOD.
  */
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -52,10 +66,19 @@ namespace {
  * low half), never reported to the loop. */
 constexpr uint64_t kTimerTag = UINT64_MAX;
 
+/* Puts the timerfd in the set, edge-triggered (never read: see the top). */
+int timer_fd_add(int epfd, int tfd) noexcept {
+    struct epoll_event ev;
+    std::memset(&ev, 0, sizeof ev);
+    ev.events = EPOLLIN | EPOLLET;
+    ev.data.u64 = kTimerTag;
+    return epoll_ctl(epfd, EPOLL_CTL_ADD, tfd, &ev) < 0 ? -errno : 0;
+}
+
 class EpollBackend final : public IoBackend {
 public:
-    EpollBackend(int epfd, int timer_fd, bool use_pwait2) noexcept
-        : epfd_(epfd), timer_fd_(timer_fd), use_pwait2_(use_pwait2) {}
+    EpollBackend(tl_loop *loop, int epfd, int timer_fd, bool use_pwait2) noexcept
+        : loop_(loop), epfd_(epfd), timer_fd_(timer_fd), use_pwait2_(use_pwait2) {}
     ~EpollBackend() override {
         if (timer_fd_ >= 0) close(timer_fd_);
         close(epfd_);
@@ -67,16 +90,42 @@ public:
        in its last timed wait). */
     int poll_fd() noexcept override { return epfd_; }
 
-    int add(int fd, unsigned events, uint64_t tag) noexcept override {
-        return ctl(EPOLL_CTL_ADD, fd, events, tag);
+    int add(int fd) noexcept override {
+        const tl_io *w = loop_->io_slots[fd].watcher;
+        int r = ctl(EPOLL_CTL_ADD, fd, w->events, io_tag(fd, w->gen));
+        /* The loop has no registration of fd, so this one is a leftover of
+           a watcher whose fd was closed before its stop, on the same file:
+           take it over. */
+        if (r == -EEXIST) r = ctl(EPOLL_CTL_MOD, fd, w->events, io_tag(fd, w->gen));
+        return r;
     }
-    int modify(int fd, unsigned events, uint64_t tag) noexcept override {
-        return ctl(EPOLL_CTL_MOD, fd, events, tag);
+    int modify(int fd, unsigned events) noexcept override {
+        return ctl(EPOLL_CTL_MOD, fd, events, io_tag(fd, loop_->io_slots[fd].watcher->gen));
     }
-    void remove(int fd, uint64_t) noexcept override {
-        /* EBADF/ENOENT: the fd was closed (the kernel dropped it) or
-           reused; either way nothing of ours is registered any more. */
+    void remove(int fd) noexcept override {
+        /* EBADF: the fd was closed. If that closed the file, the kernel
+           dropped the registration; if the file lives on, it stays, and
+           drop_leftovers() clears it when it reports. */
         epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
+    }
+
+    /* The new set takes the old one's descriptor number (dup3), so
+       tl_loop_fd() stays valid for a host that polls it with poll(2). A host
+       that registered it in an epoll set of its own loses that registration
+       with the old file: a cost only the leftover case above pays. The
+       timerfd joins the new set (the caller re-adds the registry); if it
+       cannot, timed waits become relative. */
+    int reopen() noexcept override {
+        int epfd = epoll_create1(EPOLL_CLOEXEC);
+        if (epfd < 0) return -errno;
+        int r = dup3(epfd, epfd_, O_CLOEXEC) < 0 ? -errno : 0;
+        close(epfd);
+        if (r == 0 && timer_fd_ >= 0 && timer_fd_add(epfd_, timer_fd_) < 0) {
+            close(timer_fd_);
+            timer_fd_ = -1;
+        }
+        armed_ns_ = 0; /* an expiry queued in the old set is gone: arm again */
+        return r;
     }
 
     int wait(uint64_t deadline_ns, ReadyEvent *out, int cap) noexcept override {
@@ -104,6 +153,7 @@ public:
             }
             out[ready++] = ReadyEvent{tag, tl_events(events_[i].events)};
         }
+        drop_leftovers(out, ready);
         return ready;
     }
 
@@ -144,6 +194,19 @@ private:
         return ms > INT_MAX ? INT_MAX : (int)ms;
     }
 
+    /* An event whose tag names no registration comes from one that
+       EPOLL_CTL_DEL could not remove (see the top of this file): replace the
+       set by one holding exactly the registry. The events already collected
+       stay valid; the loop's filter drops the leftover's. Tags of
+       generation 0 are not registrations. */
+    void drop_leftovers(const ReadyEvent *events, int n) noexcept {
+        for (int i = 0; i < n; ++i) {
+            if (io_tag_gen(events[i].tag) == 0 || io_current(loop_, events[i].tag)) continue;
+            if (reopen() == 0) io_readd_all(loop_, this);
+            return;
+        }
+    }
+
     int ctl(int op, int fd, unsigned events, uint64_t tag) noexcept {
         struct epoll_event ev;
         std::memset(&ev, 0, sizeof ev);
@@ -152,6 +215,7 @@ private:
         return epoll_ctl(epfd_, op, fd, &ev) < 0 ? -errno : 0;
     }
 
+    tl_loop *loop_;
     int epfd_;
     int timer_fd_;          /* -1: relative waits */
     uint64_t armed_ns_ = 0; /* the timerfd's pending deadline; 0: none */
@@ -174,11 +238,7 @@ int timer_fd_create(int epfd) noexcept {
     if (env_is_zero("TICKLOOP_EPOLL_TIMERFD")) return -1;
     int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     if (tfd < 0) return -1;
-    struct epoll_event ev;
-    std::memset(&ev, 0, sizeof ev);
-    ev.events = EPOLLIN | EPOLLET;
-    ev.data.u64 = kTimerTag;
-    if (epoll_ctl(epfd, EPOLL_CTL_ADD, tfd, &ev) < 0) {
+    if (timer_fd_add(epfd, tfd) < 0) {
         close(tfd);
         return -1;
     }
@@ -187,11 +247,11 @@ int timer_fd_create(int epfd) noexcept {
 
 } // namespace
 
-int epoll_backend_create(IoBackend **out) noexcept {
+int epoll_backend_create(tl_loop *loop, IoBackend **out) noexcept {
     int epfd = epoll_create1(EPOLL_CLOEXEC);
     if (epfd < 0) return -errno;
     int tfd = timer_fd_create(epfd);
-    auto *backend = new EpollBackend(epfd, tfd, !env_is_zero("TICKLOOP_EPOLL_PWAIT2"));
+    auto *backend = new EpollBackend(loop, epfd, tfd, !env_is_zero("TICKLOOP_EPOLL_PWAIT2"));
     if (!backend) {
         if (tfd >= 0) close(tfd);
         close(epfd);

@@ -1,16 +1,30 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * I/O watchers: the tl_io_* API, the fd table and the dispatch of readiness.
+ * I/O watchers: the tl_io_* API, the loop's fd registry and the dispatch of
+ * readiness.
+ *
+ * The registry (loop->io_slots, indexed by fd) is the only table of
+ * registrations: both I/O backends read and annotate it (loop_internal.h says
+ * what each call may assume), so they cannot disagree about what is watched.
  *
  * The kernel is told a tag (fd, generation) rather than a watcher pointer:
  * an event collected in the same batch for a watcher that a callback then
  * stopped, freed, or stopped and replaced on a reused fd number, finds either
- * no watcher or a different generation in the table and is dropped. A pointer
- * in the kernel's event data would be a use-after-free.
+ * no watcher or a different generation in the registry and is dropped. A
+ * pointer in the kernel's event data would be a use-after-free. io_current()
+ * is that one filter; dispatch and the backends' bookkeeping all use it.
+ *
+ * The registry grows only for an fd that is open (fcntl(F_GETFD) first): an
+ * fd number is bounded by the process's open-file limit only if it is open,
+ * and sizing a table from an unchecked number let fd 2^24 cost 256 MiB and
+ * fd INT_MAX ask for 16 GiB before -EBADF.
  */
+#include <cassert>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
 
 #include "loop_internal.h"
 
@@ -21,29 +35,41 @@ namespace {
 constexpr unsigned kRequestable = TL_READ | TL_WRITE;
 constexpr unsigned kAlwaysReported = TL_ERROR | TL_HUP;
 
+/* First registry size: covers the descriptors of a small program. */
+constexpr size_t kMinSlots = 64;
+
 tl_loop *owner(const tl_io *w) noexcept {
     return reinterpret_cast<tl_loop *>(w->priv[0]);
 }
 
-/* Makes the table big enough to index fd; amortised doubling. */
+/* Makes the registry big enough to index fd, which must be open. Growth is
+ * by a quarter beyond the fd needed: amortised O(1) for fds that climb one
+ * by one, and the table never exceeds 1.25 times the highest fd watched. */
 int reserve_fd(tl_loop *loop, int fd) noexcept {
     size_t need = (size_t)fd + 1;
-    if (need <= loop->fds_size) return 0;
-    size_t size = loop->fds_size ? loop->fds_size : 64;
-    while (size < need) size *= 2;
-    void *mem = std::realloc(loop->fds, size * sizeof(tl_io *));
+    if (need <= loop->io_slots_size) return 0;
+    if (fcntl(fd, F_GETFD) < 0) return -errno;
+    size_t size = need + need / 4;
+    if (size < kMinSlots) size = kMinSlots;
+    void *mem = std::realloc(loop->io_slots, size * sizeof(IoSlot));
     if (!mem) return -ENOMEM;
-    loop->fds = static_cast<tl_io **>(mem);
-    std::memset(loop->fds + loop->fds_size, 0, (size - loop->fds_size) * sizeof(tl_io *));
-    loop->fds_size = size;
+    loop->io_slots = static_cast<IoSlot *>(mem);
+    std::memset(loop->io_slots + loop->io_slots_size, 0,
+                (size - loop->io_slots_size) * sizeof(IoSlot));
+    loop->io_slots_size = size;
     return 0;
+}
+
+uint32_t next_gen(tl_loop *loop) noexcept {
+    if (++loop->io_gen == 0) ++loop->io_gen; /* 0 marks a backend's own tags */
+    return loop->io_gen;
 }
 
 int start(tl_loop *loop, tl_io *w, unsigned events, uint32_t extra_flags) noexcept {
     if (w->flags & IO_ACTIVE) {
         if (owner(w) != loop) return -EINVAL;
         if (events == w->events) return 0;
-        int r = loop->io->modify(w->fd, events, io_tag(w->fd, w->gen));
+        int r = loop->io->modify(w->fd, events);
         if (r < 0) return r;
         w->events = events;
         return 0;
@@ -51,15 +77,21 @@ int start(tl_loop *loop, tl_io *w, unsigned events, uint32_t extra_flags) noexce
     if (w->fd < 0) return -EBADF;
     int r = reserve_fd(loop, w->fd);
     if (r < 0) return r;
-    if (loop->fds[w->fd]) return -EEXIST;
-    uint32_t gen = ++loop->io_gen;
-    r = loop->io->add(w->fd, events, io_tag(w->fd, gen));
-    if (r < 0) return r;
-    w->gen = gen;
+    IoSlot &slot = loop->io_slots[w->fd];
+    if (slot.watcher) return -EEXIST;
+    unsigned old_events = w->events;
+    w->gen = next_gen(loop);
     w->events = events;
+    slot = IoSlot{w, 0, 0};
+    r = loop->io->add(w->fd);
+    if (r < 0) {
+        slot = IoSlot{};
+        w->events = old_events;
+        return r;
+    }
     w->flags = IO_ACTIVE | extra_flags | (w->flags & IO_UNREF);
     w->priv[0] = reinterpret_cast<uintptr_t>(loop);
-    loop->fds[w->fd] = w;
+    ++loop->io_count;
     if (!(extra_flags & IO_INTERNAL)) {
         ++loop->stats.io_active;
         handle_activated(loop, w->flags & IO_UNREF);
@@ -68,8 +100,9 @@ int start(tl_loop *loop, tl_io *w, unsigned events, uint32_t extra_flags) noexce
 }
 
 void stop(tl_loop *loop, tl_io *w) noexcept {
-    loop->io->remove(w->fd, io_tag(w->fd, w->gen));
-    loop->fds[w->fd] = nullptr;
+    loop->io->remove(w->fd);
+    loop->io_slots[w->fd] = IoSlot{};
+    --loop->io_count;
     if (!(w->flags & IO_INTERNAL)) {
         --loop->stats.io_active;
         handle_deactivated(loop, w->flags & IO_UNREF);
@@ -82,14 +115,21 @@ void stop(tl_loop *loop, tl_io *w) noexcept {
 
 namespace tl::detail {
 
+IoSlot *io_current(tl_loop *loop, uint64_t tag) noexcept {
+    int fd = io_tag_fd(tag);
+    if (fd < 0 || (size_t)fd >= loop->io_slots_size) return nullptr;
+    IoSlot *slot = &loop->io_slots[fd];
+    if (!slot->watcher || slot->watcher->gen != io_tag_gen(tag)) return nullptr;
+    return slot;
+}
+
 uint64_t io_dispatch(tl_loop *loop, int n) noexcept {
     uint64_t ran = 0;
     for (int i = 0; i < n; ++i) {
         const ReadyEvent &ev = loop->events[i];
-        int fd = io_tag_fd(ev.tag);
-        if ((size_t)fd >= loop->fds_size) continue;
-        tl_io *w = loop->fds[fd];
-        if (!w || w->gen != io_tag_gen(ev.tag)) continue; /* stopped meanwhile */
+        IoSlot *slot = io_current(loop, ev.tag);
+        if (!slot) continue; /* stopped meanwhile */
+        tl_io *w = slot->watcher;
         unsigned revents = ev.revents & (w->events | kAlwaysReported);
         if (!revents) continue;
         if (!(w->flags & IO_INTERNAL)) ++loop->stats.io_events;
@@ -97,6 +137,29 @@ uint64_t io_dispatch(tl_loop *loop, int n) noexcept {
         w->cb(loop, w, revents);
     }
     return ran;
+}
+
+int io_readd_all(tl_loop *loop, IoBackend *io) noexcept {
+    int first = 0;
+    for (size_t fd = 0; fd < loop->io_slots_size; ++fd) {
+        IoSlot &slot = loop->io_slots[fd];
+        if (!slot.watcher) continue;
+        slot.state = slot.index = 0;
+        int r = io->add((int)fd);
+        if (r < 0 && r != -EBADF && first == 0) first = r;
+    }
+    return first;
+}
+
+void io_internal_error(tl_loop *loop, const char *what, int err) noexcept {
+    ++loop->stats.io_internal_errors;
+#ifndef NDEBUG
+    std::fprintf(stderr, "tickloop: %s failed inside the loop: %s\n", what, tl_strerror(err));
+    assert(!"an internal I/O request failed");
+#else
+    (void)what;
+    (void)err;
+#endif
 }
 
 int io_start_internal(tl_loop *loop, tl_io *w, int fd, tl_io_cb cb) noexcept {
@@ -113,9 +176,9 @@ int io_reserve_fd(tl_loop *loop, int fd) noexcept {
 }
 
 void io_close(tl_loop *loop) noexcept {
-    std::free(loop->fds);
-    loop->fds = nullptr;
-    loop->fds_size = 0;
+    std::free(loop->io_slots);
+    loop->io_slots = nullptr;
+    loop->io_slots_size = 0;
 }
 
 } // namespace tl::detail

@@ -46,7 +46,55 @@ constexpr const char *kDefaultTimers = "heap4";
  * 180-220 ms; 8192 bounds it near 25 ms, for about 120 extra waits. */
 constexpr uint32_t kDefaultMaxTimersPerIteration = 8192;
 
+/* The largest timer_slack_ns accepted. Slack lets every wait of the thread
+ * end that much late; past a second no loop wants it (UINT64_MAX made a 10 ms
+ * wait last seconds), and PR_GET_TIMERSLACK, which returns an int, could not
+ * even read back more than 2.1 s. */
+constexpr uint64_t kMaxTimerSlackNs = 1000000000;
+
 std::atomic<uint32_t> next_loop_id{1};
+
+/* The thread's timer slack as the loops running on it left it. Slack belongs
+ * to the thread, so this is per thread: `loops` counts the loops with a
+ * timer_slack_ns that ran here and are not freed, `saved` is the slack the
+ * thread had before the first of them, `current` the value last set (0:
+ * none), so a run whose loop wants what is already set makes no syscall. */
+struct ThreadSlack {
+    uint64_t current;
+    uint64_t saved;
+    uint32_t loops;
+};
+thread_local ThreadSlack thread_slack;
+
+/* At the start of a run: one prctl when this loop's slack differs from the
+ * thread's current one (the first run, or another loop ran in between). */
+void apply_timer_slack(tl_loop *loop) noexcept {
+    if (!loop->timer_slack_ns) return;
+    pthread_t self = pthread_self();
+    if (!loop->slack_applied || !pthread_equal(loop->slack_thread, self)) {
+        /* Moved to another thread: that thread keeps the slack the loop set
+           (its thread-local state cannot be reached from here). */
+        if (thread_slack.loops++ == 0) {
+            int old = prctl(PR_GET_TIMERSLACK);
+            thread_slack.saved = old > 0 ? (uint64_t)old : 0;
+            thread_slack.current = 0;
+        }
+        loop->slack_applied = true;
+        loop->slack_thread = self;
+    }
+    if (thread_slack.current == loop->timer_slack_ns) return;
+    if (prctl(PR_SET_TIMERSLACK, (unsigned long)loop->timer_slack_ns) == 0)
+        thread_slack.current = loop->timer_slack_ns;
+}
+
+/* When a loop is freed on the thread it set the slack of: the last such loop
+ * gives the thread back the slack it had (0 restores the default). */
+void release_timer_slack(tl_loop *loop) noexcept {
+    if (!loop->slack_applied || !pthread_equal(loop->slack_thread, pthread_self())) return;
+    if (--thread_slack.loops > 0) return;
+    prctl(PR_SET_TIMERSLACK, (unsigned long)thread_slack.saved);
+    thread_slack.current = 0;
+}
 
 uint64_t clock_now() noexcept {
     struct timespec ts;
@@ -79,15 +127,15 @@ int resolve_io_kind(const tl_loop_options *opts, tl_io_kind *out) noexcept {
 /* An explicit kind fails with the kernel's answer and never switches
  * silently; AUTO prefers io_uring and falls back to epoll when io_uring is
  * missing, refused (seccomp, kernel.io_uring_disabled) or too old. */
-int create_io(tl_io_kind kind, IoBackend **out) noexcept {
+int create_io(tl_loop *loop, tl_io_kind kind, IoBackend **out) noexcept {
     switch (kind) {
     case TL_IO_URING:
-        return uring_backend_create(out);
+        return uring_backend_create(loop, out);
     case TL_IO_EPOLL:
-        return epoll_backend_create(out);
+        return epoll_backend_create(loop, out);
     case TL_IO_AUTO:
-        if (uring_backend_create(out) == 0) return 0;
-        return epoll_backend_create(out);
+        if (uring_backend_create(loop, out) == 0) return 0;
+        return epoll_backend_create(loop, out);
     }
     return -EINVAL;
 }
@@ -183,6 +231,7 @@ TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts) {
     int r = resolve_io_kind(opts, &kind);
     if (r < 0) return r;
     if (opts->wheel_slots && !is_power_of_two(opts->wheel_slots)) return -EINVAL;
+    if (opts->timer_slack_ns > kMaxTimerSlackNs) return -EINVAL;
 
     /* An explicit name must name a backend; an empty environment variable
        means "unset", as shells treat it. */
@@ -206,7 +255,6 @@ TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts) {
     loop->async_fd = -1;
     loop->signal_fd = -1;
     sigemptyset(&loop->signal_mask);
-    sigemptyset(&loop->signals_blocked_before);
 
     tl_timer_config cfg = timer_config(opts->tick_ns, opts->wheel_slots);
     loop->timer_backend = backend;
@@ -215,7 +263,7 @@ TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts) {
         std::free(loop);
         return -ENOMEM;
     }
-    r = create_io(kind, &loop->io);
+    r = create_io(loop, kind, &loop->io);
     if (r < 0) {
         backend->destroy(loop->timers);
         std::free(loop);
@@ -231,6 +279,7 @@ TL_API int tl_loop_free(tl_loop *loop) {
     if (!loop) return -EINVAL;
     /* Unreferenced handles too: the loop still points at them. */
     if (loop->active_handles || loop->running) return -EBUSY;
+    release_timer_slack(loop);
     async_close(loop);
     signal_close(loop);
     io_close(loop);
@@ -246,12 +295,13 @@ TL_API int tl_loop_run(tl_loop *loop, tl_run_mode mode) {
     if (loop->running) return -EBUSY;
     loop->running = true;
     loop->run_thread = pthread_self();
-    /* Slack belongs to the thread, and the loop may run on any one. */
-    if (loop->timer_slack_ns) prctl(PR_SET_TIMERSLACK, (unsigned long)loop->timer_slack_ns);
+    apply_timer_slack(loop);
     /* The first wait's timeout needs the time now (a stale one would make it
        too long). A NOWAIT run does not wait: the read after its poll is the
-       iteration's one clock read. */
-    if (mode != TL_RUN_NOWAIT) loop->now = clock_now();
+       iteration's one clock read; without an iteration (nothing active, or
+       a stop already requested) it reads the clock here, so that every mode
+       leaves tl_now() fresh. */
+    if (mode != TL_RUN_NOWAIT || !alive(loop) || loop->stopping) loop->now = clock_now();
     int r = 0;
     while (alive(loop) && !loop->stopping) {
         r = iterate(loop, mode);
@@ -320,20 +370,16 @@ TL_API int tl_loop_fork(tl_loop *loop) {
     if (!loop) return -EINVAL;
     if (loop->running) return -EBUSY;
     IoBackend *fresh;
-    int r = create_io(loop->io_kind, &fresh);
+    int r = create_io(loop, loop->io_kind, &fresh);
     if (r < 0) return r;
-    /* The loop's own descriptors first: they change the fd table. */
+    /* The loop's own descriptors first: they change the fd registry. */
     r = async_fork(loop);
     if (r == 0) r = signal_fork(loop);
     /* Every registration again, with its tag (fd, generation) unchanged, so
-       the watchers see no difference. A watcher whose fd the program closed
+       the watchers see no difference (io_readd_all: the routine epoll also
+       uses to rebuild its set). A watcher whose fd the program closed
        without stopping it is skipped: epoll had silently dropped it too. */
-    for (size_t fd = 0; r == 0 && fd < loop->fds_size; ++fd) {
-        const tl_io *w = loop->fds[fd];
-        if (!w) continue;
-        r = fresh->add((int)fd, w->events, io_tag((int)fd, w->gen));
-        if (r == -EBADF) r = 0;
-    }
+    if (r == 0) r = io_readd_all(loop, fresh);
     if (r < 0) {
         delete fresh;
         return r;
@@ -353,8 +399,8 @@ TL_API int tl_loop_fork(tl_loop *loop) {
    builds run it inside loop_verify too. */
 extern "C" const char *tl_detail_loop_check(const tl_loop *loop) noexcept {
     uint64_t io = 0, io_unref = 0;
-    for (size_t fd = 0; fd < loop->fds_size; ++fd) {
-        const tl_io *w = loop->fds[fd];
+    for (size_t fd = 0; fd < loop->io_slots_size; ++fd) {
+        const tl_io *w = loop->io_slots[fd].watcher;
         if (!w) continue;
         if (w->fd != (int)fd) return "fd table: a watcher filed under another fd";
         if (!(w->flags & IO_ACTIVE)) return "fd table: an inactive watcher";
@@ -425,8 +471,8 @@ TL_API const char *tl_strerror(int err) {
     case -ENOSYS:
         return "not available (ENOSYS): I/O backend missing from this build or kernel";
     case -EPERM:
-        return "operation not permitted (EPERM): fd cannot be polled (regular file or "
-               "directory), or the kernel refused io_uring";
+        return "operation not permitted (EPERM): fd cannot be polled (regular file, "
+               "directory, /dev/null: what epoll refuses), or the kernel refused io_uring";
     default:
         break;
     }

@@ -38,18 +38,24 @@ inline constexpr uint32_t io_tag_gen(uint64_t tag) noexcept {
 /* TL_READ/TL_WRITE <-> poll(2) bits. epoll's EPOLLIN/OUT/PRI/ERR/HUP/RDHUP
  * have the same values as poll's, so one pair serves both backends. */
 inline constexpr uint32_t kPollIn = 0x001, kPollPri = 0x002, kPollOut = 0x004, kPollErr = 0x008,
-                          kPollHup = 0x010, kPollRdHup = 0x2000;
+                          kPollHup = 0x010, kPollNval = 0x020;
 
 inline uint32_t poll_bits(unsigned events) noexcept {
     return (events & TL_READ ? kPollIn : 0u) | (events & TL_WRITE ? kPollOut : 0u);
 }
 
+/* The one mapping both backends use. POLLRDHUP (the peer shut down its
+ * writing side) is not TL_HUP: the connection still takes writes, and the
+ * half-close shows as TL_READ with read() returning 0, as with epoll, which
+ * reports RDHUP only when asked (tickloop never asks). io_uring adds RDHUP
+ * to every poll, so it must be ignored here. POLLNVAL (io_uring only: the
+ * fd was closed under the poll) is an error. */
 inline unsigned tl_events(uint32_t bits) noexcept {
     unsigned r = 0;
     if (bits & (kPollIn | kPollPri)) r |= TL_READ;
     if (bits & kPollOut) r |= TL_WRITE;
-    if (bits & kPollErr) r |= TL_ERROR;
-    if (bits & (kPollHup | kPollRdHup)) r |= TL_HUP;
+    if (bits & (kPollErr | kPollNval)) r |= TL_ERROR;
+    if (bits & kPollHup) r |= TL_HUP;
     return r;
 }
 
@@ -113,16 +119,48 @@ bool list_contains(const Node *head, const Node *node) noexcept {
     return false;
 }
 
-/* A readiness poller. Level-triggered: an fd that stays ready is reported by
- * every wait. All calls return 0 / a count, or a negative errno. */
+/* One entry of the loop's fd registry, loop->io_slots[fd] (loop/io.cc owns
+ * it; libuv's loop->watchers[]). `watcher` is the active watcher of fd, or
+ * null. `state` and `index` belong to the I/O backend (io_uring keeps its
+ * armed/queued bits and its re-arm queue position there); the loop zeroes
+ * them before add() and never reads them. */
+struct IoSlot {
+    tl_io *watcher;
+    uint32_t state;
+    uint32_t index;
+};
+
+/* A readiness poller working against the loop's fd registry.
+ * Level-triggered: an fd that stays ready is reported by every wait. Events
+ * carry io_tag(fd, watcher->gen) of the registration they belong to; tags
+ * with generation 0 are a backend's own and never name a registration.
+ *
+ * Preconditions the loop guarantees (and a backend may rely on):
+ * - add(fd): io_slots[fd].watcher is the watcher being started, with fd,
+ *   events (TL_READ|TL_WRITE, non-empty) and a fresh gen set; state and
+ *   index are 0; no other registration of fd exists. fd was open a moment
+ *   ago. On failure the loop clears the slot again.
+ * - modify(fd, events): fd is registered (add succeeded, no remove since);
+ *   watcher->events still holds the old events, and the loop stores the new
+ *   ones only after modify returns 0. The fd may have been closed.
+ * - remove(fd): fd is registered; the slot still holds the watcher, and the
+ *   loop clears it after remove returns. The fd may already be closed (that
+ *   is not an error; remove cannot fail).
+ * - wait(): not reentrant; no callback runs inside it.
+ * - reopen(): drops every registration together with the kernel object
+ *   holding them (epoll set, ring) and makes a fresh, empty one; the loop
+ *   then calls add() again for every slot (io_readd_all). Used after fork
+ *   and when epoll must get rid of a registration it cannot delete.
+ * Errors are negative errnos. add/modify return -EBADF (not open), -EPERM
+ * (the kernel cannot poll this file: regular files, directories, /dev/null),
+ * -ENOMEM; never -EBUSY: a full submission queue is the backend's problem. */
 class IoBackend : public MallocNew {
 public:
     virtual ~IoBackend() = default;
     virtual const char *name() const noexcept = 0;
-    virtual int add(int fd, unsigned events, uint64_t tag) noexcept = 0;
-    virtual int modify(int fd, unsigned events, uint64_t tag) noexcept = 0;
-    /* The fd may already be closed; that is not an error. */
-    virtual void remove(int fd, uint64_t tag) noexcept = 0;
+    virtual int add(int fd) noexcept = 0;
+    virtual int modify(int fd, unsigned events) noexcept = 0;
+    virtual void remove(int fd) noexcept = 0;
     /* The descriptor a host loop polls to learn that this backend has events
        (tl_loop_fd): readable while a wait(0) would return some. Created on
        first use where it is not the backend's own; a negative errno if that
@@ -146,6 +184,7 @@ public:
        loop's clock read and the syscall (callbacks, preemption) never
        lengthens a wait. */
     virtual int wait(uint64_t deadline_ns, ReadyEvent *out, int cap) noexcept = 0;
+    virtual int reopen() noexcept = 0;
 };
 
 /* A fresh CLOCK_MONOTONIC read, in ns. */
@@ -162,10 +201,11 @@ inline uint64_t remaining_ns(uint64_t deadline_ns) noexcept {
     return deadline_ns > now ? deadline_ns - now : 0;
 }
 
-int epoll_backend_create(IoBackend **out) noexcept;
+/* Both bind the backend to `loop` (its registry and stats) for its life. */
+int epoll_backend_create(tl_loop *loop, IoBackend **out) noexcept;
 /* -ENOSYS without liburing or on a kernel too old; the kernel's errno when
    io_uring is refused (-EPERM from seccomp or kernel.io_uring_disabled). */
-int uring_backend_create(IoBackend **out) noexcept;
+int uring_backend_create(tl_loop *loop, IoBackend **out) noexcept;
 
 /* tl_timer::flags, owned by the loop. Layout (one word, 32 bits):
  *   bit 0      TIMER_ACTIVE  inside the backend or queued in the ready list
@@ -245,10 +285,12 @@ struct tl_loop {
     uint64_t last_pop_deadline; /* the previous pop of this dispatch (EXACT) */
 #endif
 
-    /* I/O: fd -> watcher, so a stale event never reaches a stopped watcher. */
-    tl_io **fds;
-    size_t fds_size;
-    uint32_t io_gen;
+    /* I/O: the fd registry (loop/io.cc), so a stale event never reaches a
+       stopped watcher; both I/O backends work against it. */
+    tl::detail::IoSlot *io_slots;
+    size_t io_slots_size;
+    size_t io_count; /* registrations (slots with a watcher)      */
+    uint32_t io_gen; /* last generation given; never 0 in a tag   */
 
     /* Async: one eventfd for all tl_async of this loop. */
     int async_fd;
@@ -261,8 +303,11 @@ struct tl_loop {
     tl_signal *signals;
     tl_signal *signal_cursor;
     sigset_t signal_mask;            /* signals in the signalfd   */
-    sigset_t signals_blocked_before; /* to restore on last stop   */
     uint32_t signal_watchers[_NSIG]; /* watchers per signal       */
+
+    /* timer_slack_ns applied to run_thread's slack by this loop (loop.cc). */
+    bool slack_applied;
+    pthread_t slack_thread;
 
     /* Hooks, one start-ordered list per tl_hook_kind. */
     tl::detail::OrderedList<tl_hook> hooks[tl::detail::kHookKinds];
@@ -290,6 +335,18 @@ uint64_t timers_active(const tl_loop *loop) noexcept;
 void async_close(tl_loop *loop) noexcept;
 void signal_close(tl_loop *loop) noexcept;
 void io_close(tl_loop *loop) noexcept;
+/* The registration fd's tag names, or null if it names none any more
+   (stopped, or stopped and replaced on a reused fd number). */
+IoSlot *io_current(tl_loop *loop, uint64_t tag) noexcept;
+/* After io->reopen(), or to a fresh backend (tl_loop_fork): adds every
+   registration to io, tags unchanged. Returns 0 or the first error other
+   than -EBADF; a watcher whose fd was closed without tl_io_stop cannot be
+   added again: it stays active and gets no more events, as a closed fd gets
+   none from epoll. */
+int io_readd_all(tl_loop *loop, IoBackend *io) noexcept;
+/* An error the loop hid from the caller (an internal completion failed):
+   counted in the stats, and fatal in debug builds, where it is a bug. */
+void io_internal_error(tl_loop *loop, const char *what, int err) noexcept;
 /* Runs the active hooks of one kind in start order (hook.cc). */
 void hooks_run(tl_loop *loop, tl_hook_kind kind) noexcept;
 /* tl_loop_fork's steps for the loop's own descriptors: each creates a new
@@ -297,7 +354,8 @@ void hooks_run(tl_loop *loop, tl_hook_kind kind) noexcept;
    among the registrations) and closes the inherited one. */
 int async_fork(tl_loop *loop) noexcept;
 int signal_fork(tl_loop *loop) noexcept;
-/* fd-table slot for an fd (grows the table); used by the fork steps. */
+/* Registry slot for an open fd (grows the registry); used by the fork steps,
+   which swap their new descriptor into the slot of the old one. */
 int io_reserve_fd(tl_loop *loop, int fd) noexcept;
 
 /* The loop's invariant walker (tests call it; libev's ev_verify): the fd

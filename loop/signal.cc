@@ -3,11 +3,14 @@
  * Signal watchers through one signalfd per loop.
  *
  * A signal is delivered to a signalfd only while it is blocked, so the first
- * watcher of a signal blocks it in the calling thread (remembering whether it
- * was blocked already) and adds it to the signalfd's mask; the last watcher
- * removes it and restores the old blocked state. A signal that arrived and
- * is still pending at that point is then delivered the ordinary way, as if the
- * loop had never watched it.
+ * watcher of a signal in a loop adds it to the loop's signalfd mask and the
+ * last one removes it. The blocked state belongs to the thread, not the loop:
+ * several loops of one thread may watch the same signal, and the signal must
+ * stay blocked until the last of them stops. So the thread keeps a count per
+ * signal of the loops watching it (ThreadSignals); the first blocks it
+ * (remembering whether it was blocked already), the last restores that. A
+ * signal that arrived and is still pending at that point is then delivered
+ * the ordinary way, as if no loop had watched it.
  *
  * Two loops watching one signal compete for it (each instance goes to one of
  * them); watch a signal from one loop.
@@ -35,6 +38,34 @@ bool is_active(const tl_loop *loop, const tl_signal *s) noexcept {
     if (!is_marked(s->magic) || !(s->magic & HANDLE_ACTIVE)) return false;
     if (s->magic & HANDLE_INIT) return true;
     return s->loop != loop || list_contains(loop->signals, s);
+}
+
+/* Per thread, because the signal mask is (pthread_sigmask). */
+struct ThreadSignals {
+    uint32_t loops[_NSIG];   /* loops of this thread watching the signal  */
+    sigset_t blocked_before; /* blocked before the first of them started */
+};
+thread_local ThreadSignals thread_signals;
+
+void thread_watch(int signo) noexcept {
+    if (thread_signals.loops[signo]++ > 0) return;
+    sigset_t one, old;
+    sigemptyset(&one);
+    sigaddset(&one, signo);
+    pthread_sigmask(SIG_BLOCK, &one, &old);
+    if (sigismember(&old, signo))
+        sigaddset(&thread_signals.blocked_before, signo);
+    else
+        sigdelset(&thread_signals.blocked_before, signo);
+}
+
+void thread_unwatch(int signo) noexcept {
+    if (thread_signals.loops[signo] == 0 || --thread_signals.loops[signo] > 0) return;
+    if (sigismember(&thread_signals.blocked_before, signo)) return;
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, signo);
+    pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
 }
 
 bool valid_signo(int signo) noexcept {
@@ -86,11 +117,11 @@ int signal_fork(tl_loop *loop) noexcept {
         close(fd);
         return r;
     }
-    loop->fds[loop->signal_fd] = nullptr;
+    loop->io_slots[loop->signal_fd] = IoSlot{};
     close(loop->signal_fd);
     loop->signal_fd = fd;
     loop->signal_watcher.fd = fd;
-    loop->fds[fd] = &loop->signal_watcher;
+    loop->io_slots[fd] = IoSlot{&loop->signal_watcher, 0, 0};
     return 0;
 }
 
@@ -136,11 +167,7 @@ TL_API int tl_signal_start(tl_loop *loop, tl_signal *s, int signo, tl_signal_cb 
             }
             loop->signal_fd = fd;
         }
-        sigset_t one, old;
-        sigemptyset(&one);
-        sigaddset(&one, signo);
-        pthread_sigmask(SIG_BLOCK, &one, &old);
-        if (sigismember(&old, signo)) sigaddset(&loop->signals_blocked_before, signo);
+        thread_watch(signo);
         loop->signal_mask = mask;
     }
     ++loop->signal_watchers[signo];
@@ -173,13 +200,7 @@ TL_API int tl_signal_stop(tl_loop *loop, tl_signal *s) {
     if (--loop->signal_watchers[signo] == 0) {
         sigdelset(&loop->signal_mask, signo);
         signalfd(loop->signal_fd, &loop->signal_mask, SFD_NONBLOCK | SFD_CLOEXEC);
-        if (!sigismember(&loop->signals_blocked_before, signo)) {
-            sigset_t one;
-            sigemptyset(&one);
-            sigaddset(&one, signo);
-            pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
-        }
-        sigdelset(&loop->signals_blocked_before, signo);
+        thread_unwatch(signo);
     }
     return 0;
 }

@@ -144,6 +144,8 @@ uint64_t timers_dispatch(tl_loop *loop) noexcept {
                sees it active and may stop or restart it. */
             t->deadline = sat_add(now, t->repeat);
             if (b->insert(loop->timers, t) < 0) {
+                /* It runs this once more, then is inactive: say so. */
+                ++loop->stats.timers_rearm_failed;
                 t->flags &= ~TIMER_STATE;
                 handle_deactivated(loop, t->flags & TIMER_UNREF);
             }

@@ -12,8 +12,9 @@
  *   members.
  * - Timers: backend count + ready_count never exceeds active_handles (every
  *   active timer is a handle the loop counts).
- * - fd table: a watcher at fds[i] watches fd i, is IO_ACTIVE and belongs to
- *   this loop.
+ * - fd registry: a watcher at io_slots[i] watches fd i, is IO_ACTIVE and
+ *   belongs to this loop; io_count slots hold one; generations are never 0
+ *   (0 tags a backend's own requests).
  * - Async, signal and hook lists: next/prev links agree, each member belongs
  *   to this loop, the dispatch cursors point into their list (or are NULL),
  *   and a start-ordered list's tail is its last node.
@@ -90,16 +91,22 @@ void loop_verify(tl_loop *loop, const char *where) noexcept {
 
     /* The walks are O(queued timers + fds): every call while small, then
        amortised to a bounded cost per call (loop_internal.h). */
-    uint64_t size = loop->ready_count + loop->fds_size;
+    uint64_t size = loop->ready_count + loop->io_slots_size;
     if (size > kVerifyEveryOpUpTo && ++loop->verify_ops < size / kVerifyAmortized) return;
     loop->verify_ops = 0;
     verify_ready(loop, where);
-    for (size_t fd = 0; fd < loop->fds_size; ++fd) {
-        const tl_io *w = loop->fds[fd];
+    size_t registered = 0;
+    for (size_t fd = 0; fd < loop->io_slots_size; ++fd) {
+        const tl_io *w = loop->io_slots[fd].watcher;
         if (!w) continue;
-        if (w->fd < 0 || size_t(w->fd) != fd) fail(where, "fd table entry watches another fd");
-        if (!(w->flags & IO_ACTIVE)) fail(where, "fd table holds an inactive watcher");
+        ++registered;
+        if (w->fd < 0 || size_t(w->fd) != fd) fail(where, "fd registry entry watches another fd");
+        if (!(w->flags & IO_ACTIVE)) fail(where, "fd registry holds an inactive watcher");
+        if (reinterpret_cast<tl_loop *>(w->priv[0]) != loop)
+            fail(where, "fd registry holds another loop's watcher");
+        if (w->gen == 0) fail(where, "a registration with generation 0");
     }
+    if (registered != loop->io_count) fail(where, "io_count disagrees with the fd registry");
     verify_ordered(loop, loop->asyncs, where, "async");
     verify_list(loop, loop->signals, loop->signal_cursor, where, "signal");
     for (const OrderedList<tl_hook> &hooks : loop->hooks)

@@ -74,7 +74,13 @@ typedef struct tl_loop_options {
                              order); 0: default 8192                             */
     uint64_t timer_slack_ns;           /* prctl(PR_SET_TIMERSLACK) applied to the thread that
                                        runs the loop; 0: leave the thread's slack alone
-                                       (Linux's default is 50 us)                          */
+                                       (Linux's default is 50 us). At most 1 s (1e9), else
+                                       tl_loop_new returns -EINVAL. Set by the first
+                                       tl_loop_run on a thread, and again only when another
+                                       loop changed it since (no syscall per run); when the
+                                       last such loop of the thread is freed there, the
+                                       thread gets back the slack it had before. Do not
+                                       change the slack yourself meanwhile.               */
     /* ABI: the struct has a fixed size, TL_LOOP_OPTIONS_SIZE bytes, for the
        life of the soname (docs/abi.md). A field added later takes the place
        of reserved words at the end: add it just above `reserved`, shrink
@@ -95,7 +101,8 @@ TL_API void tl_loop_options_init(tl_loop_options *opts);
 
 /* Creates a loop. opts may be NULL (defaults). On success stores the loop in
  * *out and returns 0. Errors: -EINVAL (out NULL, bad io kind, wheel_slots not a
- * power of two, a reserved word not zero), -ENOENT (unknown timer backend name), -ENOSYS (io kind
+ * power of two, a reserved word not zero, timer_slack_ns above 1 s), -ENOENT (unknown timer
+ * backend name), -ENOSYS (io kind
  * not available in this build), -ENOMEM, or the kernel's errno from creating the poller (-EMFILE,
  * ...). Any thread; the loop is then used from one thread. */
 TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts);
@@ -207,7 +214,11 @@ TL_API void tl_io_init(tl_io *w, int fd, tl_io_cb cb, void *data);
  * One active watcher per fd per loop. Returns 0, -EINVAL (NULL, no callback,
  * events empty or unknown bits, active on another loop), -EBADF (fd < 0 or not
  * open), -EEXIST (another watcher of this loop watches fd), -EPERM (fd cannot
- * be polled, e.g. a regular file), -ENOMEM. Loop thread. */
+ * be polled: the rule is the kernel's, what epoll accepts, on every backend;
+ * regular files, directories, /dev/null and /dev/zero are refused, procfs and
+ * sysfs files accepted), -ENOMEM. Never -EBUSY. A peer's half-close
+ * (shutdown(SHUT_WR)) is TL_READ (read() returns 0), not TL_HUP; TL_HUP means
+ * both directions are closed. Loop thread. */
 TL_API int tl_io_start(tl_loop *loop, tl_io *w, unsigned events);
 
 /* Stops watching. Returns 0 (also when not active) or -EINVAL (NULL, active on
@@ -470,12 +481,19 @@ typedef struct tl_loop_stats {
     /* Wake-up causes (extensions):                                               */
     uint64_t timer_wakeups;         /* iterations that ran at least one due timer  */
     uint64_t max_timers_per_wakeup; /* most timer callbacks one iteration ran      */
+    uint64_t io_internal_errors;  /* requests the loop made of the kernel on its
+                                     own (io_uring poll update/removal) that
+                                     failed; always 0 unless tickloop has a bug
+                                     (debug builds abort instead)                */
+    uint64_t timers_rearm_failed; /* repeating timers whose re-arm failed (the
+                                     backend's insert returned an error): they
+                                     ran once more and are now inactive          */
     /* ABI: the struct has a fixed size, TL_LOOP_STATS_SIZE bytes, for the life
        of the soname (docs/abi.md), so a newer library never writes past an
        older program's struct. A counter added later takes the place of a
        reserved word: add it just above `reserved` and shrink `reserved` by
        one. The library zeroes the reserved words.                             */
-    uint64_t reserved[52];
+    uint64_t reserved[50];
 } tl_loop_stats;
 
 #define TL_LOOP_STATS_SIZE 512
