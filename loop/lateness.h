@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Internal to loop/: the per-loop lateness histogram behind
  * tl_loop_lateness().

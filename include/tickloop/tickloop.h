@@ -513,7 +513,16 @@ TL_API void tl_loop_stats_get(const tl_loop *loop, tl_loop_stats *out);
 typedef struct tl_lateness {
     uint64_t count; /* timer callbacks measured */
     uint64_t p50_ns, p90_ns, p99_ns, p999_ns, max_ns;
+    /* ABI: fixed at TL_LATENESS_SIZE bytes (one cache line) for the life of
+       the soname (docs/abi.md); a figure added later takes a reserved word
+       (add it just above `reserved`, shrink `reserved`). The library zeroes
+       the reserved words. */
+    uint64_t reserved[2];
 } tl_lateness;
+
+#define TL_LATENESS_SIZE 64
+TL_STATIC_ASSERT(sizeof(tl_lateness) == TL_LATENESS_SIZE,
+                 "tl_lateness keeps its size: a new figure replaces a reserved word");
 
 /* Lateness of every timer fired since the loop was created or since the last
  * reset: the iteration's wake-up time (tl_now() in the callback) minus the
