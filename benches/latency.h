@@ -190,17 +190,28 @@ struct ExpirePlan {
     std::vector<uint32_t> at;
 };
 
-inline ExpirePlan expire_plan(const Params &p, bool shuffled) {
+/* The server pattern's batches: every timer (re)started in one loop
+   iteration shares the loop's cached time, so a busy server's deadlines are
+   equal in batches of hundreds (issue 11 measured heap4 losing to libev
+   exactly there). restart-batch refreshes the cached time once per this many
+   restarts and gives each batch one delay; expire-equal fires a population
+   that all shares one deadline. */
+inline constexpr size_t kRestartBatch = 256;
+inline constexpr size_t kRestartBatchRounds = 3; /* of restart_rounds' slices */
+
+/* equal: every timer gets the same delay (half the window), memory in start
+   order; shuffled is then ignored. */
+inline ExpirePlan expire_plan(const Params &p, bool shuffled, bool equal = false) {
     Rng rng(p.seed ^ 0x657870697265ull);
     ExpirePlan plan;
     size_t n = p.expire_population;
     plan.delay.resize(n);
     plan.at.resize(n);
     for (size_t k = 0; k < n; ++k) {
-        plan.delay[k] = rng.below(p.expire_window);
+        plan.delay[k] = equal ? p.expire_window / 2 : rng.below(p.expire_window);
         plan.at[k] = (uint32_t)k;
     }
-    if (shuffled)
+    if (shuffled && !equal)
         for (size_t i = n - 1; i > 0; --i) std::swap(plan.at[i], plan.at[rng.below(i + 1)]);
     return plan;
 }

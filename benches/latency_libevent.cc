@@ -8,12 +8,12 @@
  * linked into one binary without one silently replacing the other.
  *
  * It runs one round (--round=N) of one workload (--workload=chain|open|
- * restart|expire|expire-shuffled|sweep) with the parameters the runner passes (the same seed, so
- * the same schedule as every other row) for libevent on epoll, first with default settings, then
- * with EVENT_BASE_FLAG_PRECISE_TIMER, and prints one "RESULT" line per row on stdout in the format
- * of latency.h. Lateness is measured against event.ev_timeout, the absolute deadline libevent
- * computed in event_add (its monotonic clock: CLOCK_MONOTONIC_COARSE by default, CLOCK_MONOTONIC
- * when precise; both share CLOCK_MONOTONIC's time base).
+ * restart|restart-batch|expire|expire-shuffled|expire-equal|sweep) with the parameters the runner
+ * passes (the same seed, so the same schedule as every other row) for libevent on epoll, first with
+ * default settings, then with EVENT_BASE_FLAG_PRECISE_TIMER, and prints one "RESULT" line per row
+ * on stdout in the format of latency.h. Lateness is measured against event.ev_timeout, the absolute
+ * deadline libevent computed in event_add (its monotonic clock: CLOCK_MONOTONIC_COARSE by default,
+ * CLOCK_MONOTONIC when precise; both share CLOCK_MONOTONIC's time base).
  */
 #include <cstdio>
 #include <cstring>
@@ -80,7 +80,8 @@ Result run(const char *workload, bool precise, const Params &p, size_t round) {
     r.impl = "libevent " + LibeventOps::version() + (precise ? " precise" : "");
     r.family = "peer";
     r.workload = workload;
-    if (std::strcmp(workload, "restart") == 0) {
+    bool batch = std::strcmp(workload, "restart-batch") == 0;
+    if (batch || std::strcmp(workload, "restart") == 0) {
         LibeventOps ops(precise ? "precise" : "");
         if (!ops.ok())
             r.skipped = ops.error();
@@ -88,7 +89,7 @@ Result run(const char *workload, bool precise, const Params &p, size_t round) {
             RestartPlan plan = restart_plan(p);
             size_t begin, end;
             restart_round(plan, round, p.restart_rounds, &begin, &end);
-            measure_restart(ops, plan, begin, end, r);
+            measure_restart(ops, plan, begin, end, r, batch ? kRestartBatch : 0);
         }
         return r;
     }
@@ -97,7 +98,9 @@ Result run(const char *workload, bool precise, const Params &p, size_t round) {
         if (!ops.ok())
             r.skipped = ops.error();
         else
-            measure_expire(ops, expire_plan(p, std::strcmp(workload, "expire-shuffled") == 0),
+            measure_expire(ops,
+                           expire_plan(p, std::strcmp(workload, "expire-shuffled") == 0,
+                                       std::strcmp(workload, "expire-equal") == 0),
                            p.expire_window, r);
         return r;
     }

@@ -28,6 +28,7 @@
 #ifndef TICKLOOP_BENCHES_OPS_H
 #define TICKLOOP_BENCHES_OPS_H
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -39,16 +40,29 @@ namespace bench {
 /* Restart random live timers: the heartbeat pattern's inner operation.
    Builds the whole population, times restarts [begin, end) of the plan, and
    tears the population down again (both outside the timed region); adds to
-   r.ops and r.op_cpu_ns and records the segment's ns/op as one round. */
+   r.ops and r.op_cpu_ns and records the segment's ns/op as one round.
+   batch > 0: the library's cached time is refreshed once per `batch`
+   restarts (timed: a loop iteration does it) and each batch restarts with
+   one delay, so deadlines are equal within a batch (kRestartBatch). */
 template <class Ops>
-void measure_restart(Ops &ops, const RestartPlan &plan, size_t begin, size_t end, Result &r) {
+void measure_restart(Ops &ops, const RestartPlan &plan, size_t begin, size_t end, Result &r,
+                     size_t batch = 0) {
     size_t n = plan.initial.size();
     std::unique_ptr<typename Ops::Timer[]> timers(new typename Ops::Timer[n]);
     for (size_t i = 0; i < n; ++i) ops.init(timers[i]);
     ops.update_time();
     for (size_t i = 0; i < n; ++i) ops.start(timers[i], plan.initial[i]);
     uint64_t t0 = cpu_ns();
-    for (size_t i = begin; i < end; ++i) ops.restart(timers[plan.victim[i]], plan.delay[i]);
+    if (batch == 0) {
+        for (size_t i = begin; i < end; ++i) ops.restart(timers[plan.victim[i]], plan.delay[i]);
+    } else {
+        for (size_t i = begin; i < end; i += batch) {
+            ops.update_time();
+            size_t stop = std::min(end, i + batch);
+            uint64_t delay = plan.delay[i];
+            for (size_t j = i; j < stop; ++j) ops.restart(timers[plan.victim[j]], delay);
+        }
+    }
     uint64_t t1 = cpu_ns();
     for (size_t i = 0; i < n; ++i) ops.stop(timers[i]);
     ops.close(timers.get(), n);

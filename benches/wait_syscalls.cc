@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench-wait-syscalls: one loop pattern per run, for `strace -c -f` (how many
  * syscalls an iteration makes) and for ns per iteration.

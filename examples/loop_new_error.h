@@ -2,7 +2,7 @@
 /*
  * loop_new_error.h: how the C examples report a failed tl_loop_new.
  *
- * The errno contract stays (tl_loop_new returns -ENOENT for a timer backend
+ * The errno convention stays (tl_loop_new returns -ENOENT for a timer backend
  * name it does not know), but "No such file or directory" would send a user
  * looking for a file. So the examples say what was wrong and list what would
  * have worked, from the registry itself:

@@ -63,8 +63,8 @@ namespace tl::detail {
 namespace {
 
 /* The timerfd's epoll tag. Never a loop tag (those carry an fd >= 0 in the
- * low half), never reported to the loop. */
-constexpr uint64_t kTimerTag = UINT64_MAX;
+ * low half and a generation other than 0), never reported to the loop. */
+constexpr uint64_t kTimerTag = UINT64_MAX >> 32;
 
 /* Puts the timerfd in the set, edge-triggered (never read: see the top). */
 int timer_fd_add(int epfd, int tfd) noexcept {
@@ -107,25 +107,6 @@ public:
            dropped the registration; if the file lives on, it stays, and
            drop_leftovers() clears it when it reports. */
         epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
-    }
-
-    /* The new set takes the old one's descriptor number (dup3), so
-       tl_loop_fd() stays valid for a host that polls it with poll(2). A host
-       that registered it in an epoll set of its own loses that registration
-       with the old file: a cost only the leftover case above pays. The
-       timerfd joins the new set (the caller re-adds the registry); if it
-       cannot, timed waits become relative. */
-    int reopen() noexcept override {
-        int epfd = epoll_create1(EPOLL_CLOEXEC);
-        if (epfd < 0) return -errno;
-        int r = dup3(epfd, epfd_, O_CLOEXEC) < 0 ? -errno : 0;
-        close(epfd);
-        if (r == 0 && timer_fd_ >= 0 && timer_fd_add(epfd_, timer_fd_) < 0) {
-            close(timer_fd_);
-            timer_fd_ = -1;
-        }
-        armed_ns_ = 0; /* an expiry queued in the old set is gone: arm again */
-        return r;
     }
 
     int wait(uint64_t deadline_ns, ReadyEvent *out, int cap) noexcept override {
@@ -194,6 +175,26 @@ private:
         return ms > INT_MAX ? INT_MAX : (int)ms;
     }
 
+    /* The new set takes the old one's descriptor number (dup3), so
+       tl_loop_fd() stays valid for a host that polls it with poll(2). A host
+       that registered it in an epoll set of its own loses that registration
+       with the old file: a cost only the leftover case above pays. */
+    int replace_set() noexcept {
+        int epfd = epoll_create1(EPOLL_CLOEXEC);
+        if (epfd < 0) return -errno;
+        int r = dup3(epfd, epfd_, O_CLOEXEC) < 0 ? -errno : 0;
+        close(epfd);
+        /* The set's own member, the deadline timerfd, joins the new set (the
+           caller re-adds the registry); if it cannot, timed waits become
+           relative. */
+        if (r == 0 && timer_fd_ >= 0 && timer_fd_add(epfd_, timer_fd_) < 0) {
+            close(timer_fd_);
+            timer_fd_ = -1;
+        }
+        armed_ns_ = 0; /* an expiry queued in the old set is gone: arm again */
+        return r;
+    }
+
     /* An event whose tag names no registration comes from one that
        EPOLL_CTL_DEL could not remove (see the top of this file): replace the
        set by one holding exactly the registry. The events already collected
@@ -202,7 +203,7 @@ private:
     void drop_leftovers(const ReadyEvent *events, int n) noexcept {
         for (int i = 0; i < n; ++i) {
             if (io_tag_gen(events[i].tag) == 0 || io_current(loop_, events[i].tag)) continue;
-            if (reopen() == 0) io_readd_all(loop_, this);
+            if (replace_set() == 0) io_readd_all(loop_, this);
             return;
         }
     }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tl_loop_lateness(): percentiles of the lateness histogram (lateness.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Internal to loop/: the per-loop lateness histogram behind
  * tl_loop_lateness().
@@ -20,9 +21,8 @@
  * Recording is on the expiry path of every timer (the benchmark that
  * watches it: bench-timer-ops "expire"), so it is branch-free apart from the
  * maximum: one bit scan, two shifts, one increment; about 12 instructions
- * (callgrind over bench-wait-syscalls expire, 1e5 heap4 timers: the
- * dispatch went from 22 to 34 instructions per timer, the whole expiry path
- * from 477 to 489).
+ * (callgrind over bench-wait-syscalls expire, 1e5 heap4 timers, at 27677d4:
+ * +14 instructions per fired timer, +2.9% of tl_loop_run's).
  */
 #ifndef TICKLOOP_LOOP_LATENESS_H
 #define TICKLOOP_LOOP_LATENESS_H

@@ -350,11 +350,14 @@ TL_API int tl_loop_alive(const tl_loop *loop) {
 
 TL_API int tl_loop_fd(const tl_loop *loop) {
     if (!loop) return -EINVAL;
+    TL_CHECK_LOOP_THREAD(loop);
     return loop->io->poll_fd();
 }
 
 TL_API uint64_t tl_loop_timeout(const tl_loop *loop) {
-    if (!loop || loop->stopping || loop->idle_hooks) return 0;
+    if (!loop) return 0;
+    TL_CHECK_LOOP_THREAD(loop);
+    if (loop->stopping || loop->idle_hooks) return 0;
     /* io_uring re-arms ride on the next wait; a host about to block on
        tl_loop_fd would never see their completions. Submit them now (one
        syscall) rather than make the host run an extra round. Completions
@@ -385,7 +388,8 @@ TL_API int tl_loop_fork(tl_loop *loop) {
         return r;
     }
     /* Closes the inherited epoll descriptor or unmaps the inherited ring in
-       this process only; the parent's stays as it was. */
+       this process only; the parent's stays as it was. A kernel object the
+       loop gains later (a timerfd, say) needs a step of its own above. */
     delete loop->io;
     loop->io = fresh;
     return 0;

@@ -147,10 +147,10 @@ struct IoSlot {
  *   loop clears it after remove returns. The fd may already be closed (that
  *   is not an error; remove cannot fail).
  * - wait(): not reentrant; no callback runs inside it.
- * - reopen(): drops every registration together with the kernel object
- *   holding them (epoll set, ring) and makes a fresh, empty one; the loop
- *   then calls add() again for every slot (io_readd_all). Used after fork
- *   and when epoll must get rid of a registration it cannot delete.
+ * - A backend may rebuild its kernel state from the registry at any time
+ *   (io_readd_all: epoll does when it holds a registration it cannot
+ *   delete); tl_loop_fork gives every registration to a fresh backend the
+ *   same way. A slot's state and index are zeroed before each such add.
  * Errors are negative errnos. add/modify return -EBADF (not open), -EPERM
  * (the kernel cannot poll this file: regular files, directories, /dev/null),
  * -ENOMEM; never -EBUSY: a full submission queue is the backend's problem. */
@@ -184,7 +184,6 @@ public:
        loop's clock read and the syscall (callbacks, preemption) never
        lengthens a wait. */
     virtual int wait(uint64_t deadline_ns, ReadyEvent *out, int cap) noexcept = 0;
-    virtual int reopen() noexcept = 0;
 };
 
 /* A fresh CLOCK_MONOTONIC read, in ns. */
@@ -212,7 +211,9 @@ int uring_backend_create(tl_loop *loop, IoBackend **out) noexcept;
  *   bit 1      TIMER_QUEUED  in the loop's ready list (popped, callback not run
  *                            yet); only with TIMER_ACTIVE
  *   bit 2      TIMER_UNREF   tl_timer_set_ref(.., 0); kept across stop/start
- *   bits 3-7   free: per-handle state bits
+ *   bit 3      TIMER_DEFERRED in the loop's deferred list (started during a
+ *                            dispatch, already due); only with TIMER_ACTIVE
+ *   bits 4-7   free: per-handle state bits
  *   bits 8-31  free: room for the timer's clock, period and leeway encoding
  * tl_timer_init zeroes the word. The loop writes it with read-modify-write
  * only (`|=`, `&= ~`), so bits it does not own here survive start, stop and
@@ -223,7 +224,46 @@ enum : uint32_t {
     /* tl_timer_set_ref(.., 0): does not keep the loop alive. Kept across
        stop/start: only tl_timer_init clears it. */
     TIMER_UNREF = 1u << 2,
-    TIMER_STATE = TIMER_ACTIVE | TIMER_QUEUED,
+    TIMER_DEFERRED = 1u << 3,
+    TIMER_STATE = TIMER_ACTIVE | TIMER_QUEUED | TIMER_DEFERRED,
+};
+
+/* A loop-owned list of timers that are not inside the backend (the ready
+ * and deferred lists): NULL-terminated, doubly linked through link[0] (next)
+ * and link[1] (prev), which the backend does not own while a timer is not
+ * inside it. O(1) append and unlink. */
+struct TimerList {
+    tl_timer *head = nullptr, *tail = nullptr;
+    uint64_t count = 0;
+
+    static tl_timer *next_of(const tl_timer *t) noexcept {
+        return reinterpret_cast<tl_timer *>(t->link[0]);
+    }
+    static tl_timer *prev_of(const tl_timer *t) noexcept {
+        return reinterpret_cast<tl_timer *>(t->link[1]);
+    }
+    void append(tl_timer *t) noexcept {
+        t->link[0] = 0;
+        t->link[1] = reinterpret_cast<uintptr_t>(tail);
+        if (tail)
+            tail->link[0] = reinterpret_cast<uintptr_t>(t);
+        else
+            head = t;
+        tail = t;
+        ++count;
+    }
+    void unlink(tl_timer *t) noexcept {
+        tl_timer *next = next_of(t), *prev = prev_of(t);
+        if (prev)
+            prev->link[0] = reinterpret_cast<uintptr_t>(next);
+        else
+            head = next;
+        if (next)
+            next->link[1] = reinterpret_cast<uintptr_t>(prev);
+        else
+            tail = prev;
+        --count;
+    }
 };
 
 /* tl_io::flags. */
@@ -274,12 +314,16 @@ struct tl_loop {
     uint64_t timer_slack_ns; /* 0: leave alone                           */
     pthread_t run_thread;    /* valid while running: debug thread check  */
     /* Timers popped by this iteration's dispatch whose callbacks have not
-       run yet, in pop order: a NULL-terminated doubly-linked list threaded
-       through link[0] (next) and link[1] (prev), which the backend does not
-       own once it has returned a timer. Empty outside timers_dispatch. */
-    tl_timer *ready_head;
-    tl_timer *ready_tail;
-    uint64_t ready_count;
+       run yet, in pop order (flag TIMER_QUEUED). Empty outside
+       timers_dispatch. */
+    tl::detail::TimerList ready;
+    /* Timers (re)started by a callback with a deadline already due at the
+       dispatch's time: parked here, not in the backend, so that a later
+       chunk of the same dispatch cannot pop them; inserted when the dispatch
+       ends. Same links as the ready list (flag TIMER_DEFERRED). */
+    tl::detail::TimerList deferred;
+    uint64_t dispatch_now; /* the dispatch's time; valid while dispatching */
+    bool dispatching;      /* inside timers_dispatch                     */
 #ifndef NDEBUG
     uint64_t verify_ops;        /* calls since the last full walk           */
     uint64_t last_pop_deadline; /* the previous pop of this dispatch (EXACT) */
@@ -338,11 +382,10 @@ void io_close(tl_loop *loop) noexcept;
 /* The registration fd's tag names, or null if it names none any more
    (stopped, or stopped and replaced on a reused fd number). */
 IoSlot *io_current(tl_loop *loop, uint64_t tag) noexcept;
-/* After io->reopen(), or to a fresh backend (tl_loop_fork): adds every
-   registration to io, tags unchanged. Returns 0 or the first error other
-   than -EBADF; a watcher whose fd was closed without tl_io_stop cannot be
-   added again: it stays active and gets no more events, as a closed fd gets
-   none from epoll. */
+/* Gives every registration to io, tags unchanged: a fresh backend
+   (tl_loop_fork), or one that has just replaced its kernel object. Returns 0 or the first error
+   other than -EBADF; a watcher whose fd was closed without tl_io_stop cannot be added again: it
+   stays active and gets no more events, as a closed fd gets none from epoll. */
 int io_readd_all(tl_loop *loop, IoBackend *io) noexcept;
 /* An error the loop hid from the caller (an internal completion failed):
    counted in the stats, and fatal in debug builds, where it is a bug. */

@@ -165,7 +165,6 @@ public:
             io_uring_queue_exit(&ring_);
             return -ENOSYS; /* pre-5.11 kernel: epoll serves better */
         }
-        flags_ = flags;
         disabled_ = flags & IORING_SETUP_R_DISABLED;
         ring_ready_ = true;
         return 0;
@@ -203,25 +202,6 @@ public:
             if (cancel(tag) < 0) push_cancel(tag);
         }
         slot.state = 0;
-    }
-
-    int reopen() noexcept override {
-        /* After fork the ring's memory is shared with the parent: never
-           touch its queues, only unmap and close (queue_exit does no I/O). */
-        if (ring_ready_) io_uring_queue_exit(&ring_);
-        ring_ready_ = false;
-        queue_count_ = 0;
-        cancel_count_ = 0;
-        int r = init(flags_);
-        if (r == 0) { /* the clock registration belonged to the old ring */
-            abs_timer_ = false;
-            probe_abs_timer();
-        }
-        if (r < 0 || evfd_ < 0) return r;
-        /* tl_loop_fd's eventfd stays the same descriptor for the host. */
-        r = enable();
-        if (r == 0) r = io_uring_register_eventfd(&ring_, evfd_);
-        return r;
     }
 
     int wait(uint64_t deadline_ns, ReadyEvent *out, int cap) noexcept override {
@@ -494,13 +474,12 @@ private:
 
     tl_loop *loop_;
     struct io_uring ring_;
-    unsigned flags_ = 0;
     bool ring_ready_ = false;
     bool disabled_ = false;
     bool abs_timer_ = false; /* IORING_ENTER_ABS_TIMER on CLOCK_MONOTONIC */
-    int evfd_ = -1;        /* tl_loop_fd's eventfd, -1 until asked for */
-    int probe_fd_ = -1;    /* an empty epoll set: asks the kernel what it can poll */
-    int *queue_ = nullptr; /* fds to arm or update at the next wait */
+    int evfd_ = -1;          /* tl_loop_fd's eventfd, -1 until asked for */
+    int probe_fd_ = -1;      /* an empty epoll set: asks the kernel what it can poll */
+    int *queue_ = nullptr;   /* fds to arm or update at the next wait */
     size_t queue_count_ = 0, queue_cap_ = 0;
     uint64_t *cancels_ = nullptr; /* tags of polls to remove at the next wait */
     size_t cancel_count_ = 0, cancel_cap_ = 0;

@@ -6,12 +6,12 @@
  * walks the backend's structure.
  *
  * Invariants of the loop's state:
- * - Ready list: empty outside timers_dispatch; inside it, a NULL-terminated
- *   list whose next/prev links agree, head's prev and tail's next NULL, every
- *   member TIMER_ACTIVE | TIMER_QUEUED and owned by this loop, ready_count
- *   members.
- * - Timers: backend count + ready_count never exceeds active_handles (every
- *   active timer is a handle the loop counts).
+ * - Ready and deferred lists: empty outside timers_dispatch; inside it,
+ *   NULL-terminated lists whose next/prev links agree, every member
+ *   TIMER_ACTIVE plus exactly its list's flag (QUEUED, DEFERRED) and owned by
+ *   this loop, as many members as the list's count.
+ * - Timers: backend count + both lists' counts never exceed active_handles
+ *   (every active timer is a handle the loop counts).
  * - fd registry: a watcher at io_slots[i] watches fd i, is IO_ACTIVE and
  *   belongs to this loop; io_count slots hold one; generations are never 0
  *   (0 tags a backend's own requests).
@@ -37,19 +37,25 @@ namespace {
     std::abort();
 }
 
-void verify_ready(const tl_loop *loop, const char *where) noexcept {
+/* A loop-owned timer list: links agree, ends NULL-terminated, count right,
+   every member active with `flag` and owned by this loop. */
+void verify_timers(const tl_loop *loop, const TimerList &list, uint32_t flag, const char *where,
+                   const char *name) noexcept {
+    static thread_local char msg[96];
+    auto broken = [&](const char *what) {
+        std::snprintf(msg, sizeof msg, "%s list: %s", name, what);
+        fail(where, msg);
+    };
     uint64_t seen = 0;
     const tl_timer *prev = nullptr;
-    for (const tl_timer *t = loop->ready_head; t;
-         prev = t, t = reinterpret_cast<const tl_timer *>(t->link[0])) {
-        if (++seen > loop->ready_count) fail(where, "ready list longer than ready_count");
-        if (reinterpret_cast<const tl_timer *>(t->link[1]) != prev)
-            fail(where, "ready list prev link broken");
-        if ((t->flags & TIMER_STATE) != TIMER_STATE) fail(where, "ready timer not active+queued");
-        if (t->reserved != loop->id) fail(where, "ready timer owned by another loop");
+    for (const tl_timer *t = list.head; t; prev = t, t = TimerList::next_of(t)) {
+        if (++seen > list.count) broken("longer than its count");
+        if (TimerList::prev_of(t) != prev) broken("prev link broken");
+        if ((t->flags & TIMER_STATE) != (TIMER_ACTIVE | flag)) broken("member flags wrong");
+        if (t->reserved != loop->id) broken("member owned by another loop");
     }
-    if (prev != loop->ready_tail) fail(where, "ready list tail is not its last timer");
-    if (seen != loop->ready_count) fail(where, "ready list shorter than ready_count");
+    if (prev != list.tail) broken("tail is not its last timer");
+    if (seen != list.count) broken("shorter than its count");
 }
 
 template <class Node>
@@ -81,20 +87,26 @@ void verify_ordered(const tl_loop *loop, const OrderedList<Node> &list, const ch
 
 void loop_verify(tl_loop *loop, const char *where) noexcept {
     /* O(1) checks, every time. */
-    if ((loop->ready_head == nullptr) != (loop->ready_count == 0) ||
-        (loop->ready_tail == nullptr) != (loop->ready_count == 0))
-        fail(where, "ready list ends disagree with ready_count");
-    if (loop->ready_head && (loop->ready_head->link[1] || loop->ready_tail->link[0]))
-        fail(where, "ready list not NULL-terminated");
+    const TimerList *lists[] = {&loop->ready, &loop->deferred};
+    for (const TimerList *list : lists) {
+        if ((list->head == nullptr) != (list->count == 0) ||
+            (list->tail == nullptr) != (list->count == 0))
+            fail(where, "timer list ends disagree with its count");
+        if (list->head && (list->head->link[1] || list->tail->link[0]))
+            fail(where, "timer list not NULL-terminated");
+    }
+    if (!loop->dispatching && (loop->ready.count || loop->deferred.count))
+        fail(where, "ready or deferred timers outside the dispatch");
     uint64_t timers = timers_active(loop);
     if (timers > loop->active_handles) fail(where, "more active timers than active handles");
 
     /* The walks are O(queued timers + fds): every call while small, then
        amortised to a bounded cost per call (loop_internal.h). */
-    uint64_t size = loop->ready_count + loop->io_slots_size;
+    uint64_t size = loop->ready.count + loop->deferred.count + loop->io_slots_size;
     if (size > kVerifyEveryOpUpTo && ++loop->verify_ops < size / kVerifyAmortized) return;
     loop->verify_ops = 0;
-    verify_ready(loop, where);
+    verify_timers(loop, loop->ready, TIMER_QUEUED, where, "ready");
+    verify_timers(loop, loop->deferred, TIMER_DEFERRED, where, "deferred");
     size_t registered = 0;
     for (size_t fd = 0; fd < loop->io_slots_size; ++fd) {
         const tl_io *w = loop->io_slots[fd].watcher;

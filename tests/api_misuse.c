@@ -187,6 +187,20 @@ Test(api, abi_struct_sizes_are_fixed) {
     cr_assert_eq(sizeof(tl_loop_options), 256);
     cr_assert_eq(sizeof(tl_loop_stats), 512);
     cr_assert_eq(sizeof(tl_timer), 64);
+    cr_assert_eq(sizeof(tl_lateness), 64);
+}
+
+Test(api, lateness_writes_exactly_its_struct) {
+    _Alignas(16) unsigned char buf[256];
+    memset(buf, 0xaa, sizeof buf);
+    tl_loop *loop = new_loop();
+    cr_assert(tl_loop_lateness(loop, (tl_lateness *)(void *)buf, 0) == 0);
+    tl_lateness l;
+    memcpy(&l, buf, sizeof l);
+    cr_assert(l.count == 0 && l.reserved[0] == 0 && l.reserved[1] == 0);
+    for (size_t i = TL_LATENESS_SIZE; i < sizeof buf; ++i)
+        cr_assert_eq(buf[i], 0xaa, "lateness wrote byte %zu", i);
+    cr_assert(tl_loop_free(loop) == 0);
 }
 
 Test(api, init_and_stats_write_exactly_their_struct) {

@@ -1,5 +1,6 @@
+/* SPDX-License-Identifier: MIT */
 /*
- * Issue 14's "done when": a program written against the contract's names for
+ * Issue 14's "done when": a program written against the public names for
  * hooks, references, embedding, fork and explicit init compiles against the
  * public header with -Wall -Wextra -Werror as C11 and as C++17 (meson builds
  * this file both ways) and behaves as documented. Plain main, no Criterion:

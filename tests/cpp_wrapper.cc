@@ -237,4 +237,21 @@ Test(cpp_wrapper, handle_outliving_its_loop_aborts_in_debug_builds, .signal = SI
     delete loop;
     delete t;
 }
+#else
+/* Release builds detach the handle instead: stopped with the loop, its later
+   calls fail with EINVAL, and its destructor touches nothing of the loop. */
+Test(cpp_wrapper, handle_outliving_its_loop_is_detached_in_release_builds) {
+    auto *loop = new tickloop::Loop();
+    auto *t = new tickloop::Timer(*loop, [](tickloop::Timer &) {});
+    t->start(1s);
+    delete loop;
+    cr_assert_not(t->active());
+    try {
+        t->start(1s);
+        cr_assert_fail("a detached timer started");
+    } catch (const std::system_error &e) {
+        cr_assert_eq(e.code().value(), EINVAL);
+    }
+    delete t;
+}
 #endif

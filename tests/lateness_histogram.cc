@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The lateness histogram on its own (loop/lateness.h), with values chosen by
  * the test: bucket edges over the whole 64-bit range, the 1/16 error bound

@@ -429,6 +429,74 @@ BACKEND_TEST(timer, due_restart_in_callback_holds_back_no_other_timer) {
     free_loop(loop);
 }
 
+/* The dispatch collects and runs in chunks (256 timers, loop/timer.cc): a
+ * timer a callback (re)starts as due at once must not be popped by a later
+ * chunk of the same dispatch, and ties still run in start order across
+ * chunks. 600 timers share one deadline; the first to run restarts itself
+ * with timeout 0 and starts one more timer with timeout 0. */
+#define CHUNKED 600
+struct chunked {
+    tl_timer t[CHUNKED];
+    tl_timer extra;
+    int fired[CHUNKED];
+    int extra_fired;
+    int order[CHUNKED];
+    int n;
+    int restarted;
+};
+
+static void on_chunked(tl_loop *loop, tl_timer *t) {
+    struct chunked *c = t->data;
+    if (t == &c->extra) {
+        ++c->extra_fired;
+        return;
+    }
+    int i = (int)(t - c->t);
+    if (c->n < CHUNKED) c->order[c->n++] = i;
+    ++c->fired[i];
+    if (!c->restarted) {
+        c->restarted = 1;
+        cr_assert(tl_timer_start(loop, t, 0, 0) == 0);
+        cr_assert(tl_timer_start(loop, &c->extra, 0, 0) == 0);
+        cr_assert(tl_timer_active(t) && tl_timer_active(&c->extra));
+    }
+}
+
+BACKEND_TEST(timer, due_starts_in_callbacks_wait_for_the_next_iteration_across_chunks) {
+    tl_loop *loop = new_loop(p->name);
+    static struct chunked c;
+    memset(&c, 0, sizeof c);
+    tl_timer_init(&c.extra, on_chunked, &c);
+    for (int i = 0; i < CHUNKED; ++i) {
+        tl_timer_init(&c.t[i], on_chunked, &c);
+        cr_assert(tl_timer_start(loop, &c.t[i], 1 * MS, 0) == 0);
+    }
+    const struct timespec pause = {0, 4 * 1000000};
+    nanosleep(&pause, NULL);
+    cr_assert(tl_loop_run(loop, TL_RUN_NOWAIT) == 1);
+    tl_loop_stats st;
+    tl_loop_stats_get(loop, &st);
+    cr_assert(st.timers_active == 2,
+              "%s: %llu active after the dispatch, expected the restarted "
+              "timer and the extra one",
+              p->name, (unsigned long long)st.timers_active);
+    for (int i = 0; i < CHUNKED; ++i)
+        cr_assert(c.fired[i] == 1, "%s: timer %d ran %d times in one dispatch", p->name, i,
+                  c.fired[i]);
+    cr_assert(c.extra_fired == 0, "%s: a timer started due in a callback ran in the same dispatch",
+              p->name);
+    if (backend_exact(p->name))
+        for (int i = 0; i < CHUNKED; ++i)
+            cr_assert(c.order[i] == i, "%s: position %d ran timer %d: ties out of start order",
+                      p->name, i, c.order[i]);
+    run_to_end(loop);
+    int total = 0;
+    for (int i = 0; i < CHUNKED; ++i) total += c.fired[i];
+    cr_assert(total == CHUNKED + 1 && c.extra_fired == 1, "%s: %d + %d callbacks", p->name, total,
+              c.extra_fired);
+    free_loop(loop);
+}
+
 /* A timer popped in this dispatch but not yet run is still active: the
  * callback that runs first (of three due together) sees the other two active
  * and counted in stats.timers_active; stopping one of them then means it

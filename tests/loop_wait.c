@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The loop's timed waits and the lateness it reports, once per registered
  * timer backend, on the I/O backend TICKLOOP_IO selects (meson runs the suite

@@ -446,7 +446,7 @@ size_t list_count(void *self) {
 
 const tl_timer_backend sorted_list_backend = {
     "test_sorted_list", list_create,      list_destroy, list_insert,        list_remove, nullptr,
-    list_next_expiry,   list_pop_expired, list_count,   TL_TIMER_CAP_EXACT,
+    list_next_expiry,   list_pop_expired, list_count,   TL_TIMER_CAP_EXACT, {},
 };
 
 bool names_contain(const char *name) {
@@ -540,6 +540,17 @@ Test(timers, register_rejects_invalid_backends) {
     }
     cr_assert(tl_timer_backend_names(nullptr, 0) == before, "a rejected backend was listed");
     cr_assert(tl_timer_backend_find("test_missing_function") == nullptr);
+
+    /* Reserved words are where later optional operations go: a non-zero one
+       would be taken for an operation by a later library (docs/abi.md). */
+    for (size_t i = 0; i < sizeof b.reserved / sizeof b.reserved[0]; ++i) {
+        b = sorted_list_backend;
+        b.name = "test_reserved_word";
+        b.reserved[i] = &b;
+        cr_assert(tl_timer_backend_register(&b) == -EINVAL, "reserved[%zu] set", i);
+    }
+    cr_assert(tl_timer_backend_find("test_reserved_word") == nullptr);
+    cr_assert_eq(sizeof(tl_timer_backend), (size_t)TL_TIMER_BACKEND_SIZE);
 
     /* A capability this library does not know is a promise nobody checks. */
     b = sorted_list_backend;

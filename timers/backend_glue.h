@@ -123,8 +123,9 @@ struct BackendGlue {
 template <class Impl>
 constexpr tl_timer_backend make_backend(const char *name) noexcept {
     using G = BackendGlue<Impl>;
-    return tl_timer_backend{name,          G::create,      G::destroy,     G::insert, G::remove,
-                            G::reschedule, G::next_expiry, G::pop_expired, G::count,  Impl::kCaps};
+    return tl_timer_backend{
+        name,           G::create,      G::destroy, G::insert,   G::remove, G::reschedule,
+        G::next_expiry, G::pop_expired, G::count,   Impl::kCaps, {}};
 }
 
 /* Impl's walker, for the registry's tl_detail_timers_check. */

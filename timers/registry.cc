@@ -89,6 +89,9 @@ TL_API int tl_timer_backend_register(const tl_timer_backend *b) {
         return -EINVAL;
     /* A bit this library does not know promises something it cannot check. */
     if (b->caps & ~uint32_t(TL_TIMER_CAP_EXACT)) return -EINVAL;
+    /* Reserved words are where later optional operations go (docs/abi.md). */
+    for (void *word : b->reserved)
+        if (word) return -EINVAL;
     size_t len = std::strlen(b->name);
     if (len == 0 || len > kMaxNameLength) return -EINVAL;
     RegistryLock lock;

@@ -342,6 +342,8 @@ struct tl_hook { /* 56 bytes                                               */
     uint32_t kind;
     uint32_t flags;
 };
+TL_STATIC_ASSERT(sizeof(void *) != 8 || sizeof(tl_hook) == 56,
+                 "tl_hook keeps its size (a handle embedded in the caller's objects)");
 
 /* Prepares h (inactive, referenced) to run cb at the point `kind` names.
  * Must not be called on an active hook. NULL h is ignored; an unknown kind or
@@ -454,8 +456,11 @@ TL_API uint64_t tl_loop_timeout(const tl_loop *loop);
  * and nothing needs calling (libev's ev_loop_fork, libuv's uv_loop_fork).
  *
  * Returns 0, -EINVAL (NULL), -EBUSY (called while the loop runs), or the
- * kernel's errno from creating a new object (-EMFILE, -ENOMEM, ...): then
- * the loop keeps the objects it had and may be retried or freed. */
+ * kernel's errno from creating a new object or registering a watcher again
+ * (-EMFILE, -ENOMEM, ...). After a failure the loop must not be run: call
+ * tl_loop_fork again (each attempt starts over with fresh objects), or stop
+ * its handles and free it. A watcher whose fd the program closed without
+ * stopping it is skipped (-EBADF is not an error), as epoll had dropped it. */
 TL_API int tl_loop_fork(tl_loop *loop);
 
 /* ------------------------------------------------------------------------ */
@@ -481,6 +486,7 @@ typedef struct tl_loop_stats {
     /* Wake-up causes (extensions):                                               */
     uint64_t timer_wakeups;         /* iterations that ran at least one due timer  */
     uint64_t max_timers_per_wakeup; /* most timer callbacks one iteration ran      */
+    /* Failures the loop absorbed (extensions):                                 */
     uint64_t io_internal_errors;  /* requests the loop made of the kernel on its
                                      own (io_uring poll update/removal) that
                                      failed; always 0 unless tickloop has a bug
@@ -507,7 +513,16 @@ TL_API void tl_loop_stats_get(const tl_loop *loop, tl_loop_stats *out);
 typedef struct tl_lateness {
     uint64_t count; /* timer callbacks measured */
     uint64_t p50_ns, p90_ns, p99_ns, p999_ns, max_ns;
+    /* ABI: fixed at TL_LATENESS_SIZE bytes (one cache line) for the life of
+       the soname (docs/abi.md); a figure added later takes a reserved word
+       (add it just above `reserved`, shrink `reserved`). The library zeroes
+       the reserved words. */
+    uint64_t reserved[2];
 } tl_lateness;
+
+#define TL_LATENESS_SIZE 64
+TL_STATIC_ASSERT(sizeof(tl_lateness) == TL_LATENESS_SIZE,
+                 "tl_lateness keeps its size: a new figure replaces a reserved word");
 
 /* Lateness of every timer fired since the loop was created or since the last
  * reset: the iteration's wake-up time (tl_now() in the callback) minus the

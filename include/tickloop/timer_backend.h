@@ -75,11 +75,23 @@ typedef struct tl_timer_backend {
     size_t (*count)(void *self);
     /* TL_TIMER_CAP_* bits; 0: tick order only. */
     uint32_t caps;
+    /* ABI: the struct has a fixed size, TL_TIMER_BACKEND_SIZE bytes, for the
+       life of the soname (docs/abi.md). An operation added later is an
+       optional pointer in place of a reserved word, NULL meaning "not
+       provided", so a backend written before it existed keeps working.
+       Leave them zero (a static const object with designated initialisers
+       does); tl_timer_backend_register() returns -EINVAL otherwise.        */
+    void *reserved[6];
 } tl_timer_backend;
+
+#define TL_TIMER_BACKEND_SIZE 128
+TL_STATIC_ASSERT(sizeof(void *) != 8 || sizeof(tl_timer_backend) == TL_TIMER_BACKEND_SIZE,
+                 "tl_timer_backend keeps its size: a new operation replaces a reserved word");
 
 /* Adds b to the registry under b->name; b must stay valid for the life of the
  * process (a static const object). Returns 0, -EINVAL (NULL, empty or over-long
- * name, a required function pointer is NULL, an unknown caps bit), -EEXIST (name taken), or
+ * name, a required function pointer is NULL, an unknown caps bit, a reserved
+ * word not zero), -EEXIST (name taken), or
  * -ENOSPC (registry full). Any thread. */
 TL_API int tl_timer_backend_register(const tl_timer_backend *b);
 
