@@ -136,11 +136,14 @@ uint64_t timers_dispatch(tl_loop *loop) noexcept {
     loop->dispatching = true;
     loop->dispatch_now = now;
     uint64_t fired = 0, popped = 0;
-    while (popped < cap) {
+    /* The cap counts callbacks (max_timers_per_iteration), not pops: a
+       queued timer that a callback stops leaves its turn to the next due one,
+       so the next chunk is sized from what actually ran. */
+    while (fired < cap) {
         /* Collect. Nothing runs here, and nothing a callback starts can be
            popped (place() defers what is due), so every chunk is what was
            due at `now`, in the backend's order. */
-        uint64_t chunk = cap - popped < kChunk ? cap - popped : kChunk;
+        uint64_t chunk = cap - fired < kChunk ? cap - fired : kChunk;
         uint64_t n = 0;
         for (; n < chunk; ++n) {
             tl_timer *t = b->pop_expired(loop->timers, now);

@@ -496,4 +496,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 /* Found by this fuzzer: a callback starts every timer with timeout 0 on heap2;
    the first one popped went back in behind the others (fixed in loop/timer.cc). */
 FUZZ_REGRESSION(fresh_restarts_keep_start_order)
+/* Found by this fuzzer (max_timers_per_iteration 16, heap2): callbacks stopped
+   timers queued behind them, and the collect-then-run dispatch counted the cap
+   in pops, not callbacks, so due timers were left for the next iteration
+   although fewer than 16 callbacks ran (fixed in loop/timer.cc). */
+FUZZ_REGRESSION(stopped_queued_timers_leave_their_turn)
+FUZZ_REGRESSION(stopped_queued_timers_leave_their_turn_2)
 #endif
