@@ -176,22 +176,54 @@ static void conn_on_header_timeout(tl_loop *loop, tl_timer *t) {
 }
 
 /* Finds a header in [headers, end) and returns its value, or NULL. */
-static const char *header_value(const char *headers, const char *end, const char *name,
-                                size_t *value_len) {
-    size_t name_len = strlen(name);
+/* The request headers this server acts on, found in one pass. */
+struct request_headers {
+    const char *connection, *content_length; /* values, or NULL if absent */
+    size_t connection_len, content_length_len;
+    int transfer_encoding;
+};
+
+/* Matches the header line [line, eol) against name (lower case, ending in
+ * ':'); returns its value with leading blanks skipped, or NULL. */
+static const char *header_match(const char *line, const char *eol, const char *name,
+                                size_t name_len, size_t *value_len) {
+    if ((size_t)(eol - line) < name_len || strncasecmp(line, name, name_len) != 0) return NULL;
+    const char *v = line + name_len;
+    while (v < eol && (*v == ' ' || *v == '\t')) v++;
+    *value_len = (size_t)(eol - v);
+    return v;
+}
+
+/* One pass over the header lines [headers, end) (each ending in CRLF): only
+ * lines starting with 'c' or 't' are compared, so a typical request (Host,
+ * User-Agent, Accept) costs a memchr per line. */
+static void scan_headers(const char *headers, const char *end, struct request_headers *h) {
+    static const char connection[] = "connection:", content_length[] = "content-length:",
+                      transfer_encoding[] = "transfer-encoding:";
+    memset(h, 0, sizeof *h);
+    size_t len;
     for (const char *line = headers; line < end;) {
-        const char *eol = memchr(line, '\n', (size_t)(end - line)); /* lines end in CRLF */
+        const char *eol = memchr(line, '\n', (size_t)(end - line));
         eol = eol ? eol - 1 : end;
-        if ((size_t)(eol - line) > name_len && line[name_len] == ':' &&
-            strncasecmp(line, name, name_len) == 0) {
-            const char *v = line + name_len + 1;
-            while (v < eol && (*v == ' ' || *v == '\t')) v++;
-            *value_len = (size_t)(eol - v);
-            return v;
+        const char *v;
+        switch (*line | 0x20) {
+        case 'c':
+            if ((v = header_match(line, eol, connection, sizeof connection - 1, &len))) {
+                h->connection = v;
+                h->connection_len = len;
+            } else if ((v = header_match(line, eol, content_length, sizeof content_length - 1,
+                                         &len))) {
+                h->content_length = v;
+                h->content_length_len = len;
+            }
+            break;
+        case 't':
+            if (header_match(line, eol, transfer_encoding, sizeof transfer_encoding - 1, &len))
+                h->transfer_encoding = 1;
+            break;
         }
         line = eol + 2;
     }
-    return NULL;
 }
 
 static int value_has_token(const char *v, size_t len, const char *token) {
@@ -243,8 +275,10 @@ static void conn_handle_request(struct conn *c, const char *req, size_t len) {
 
     /* HTTP/1.1 keeps the connection unless told otherwise; 1.0 closes it
      * unless told otherwise. */
-    size_t vlen;
-    const char *conn_hdr = header_value(eol + 2, end, "Connection", &vlen);
+    struct request_headers h;
+    scan_headers(eol + 2, end, &h);
+    const char *conn_hdr = h.connection;
+    size_t vlen = h.connection_len;
     if (conn_hdr && value_has_token(conn_hdr, vlen, "close")) c->close_after_write = 1;
     /* An HTTP/1.0 client that asked to keep the connection (RFC 7230
      * section 6.3, appendix A.1.2) only keeps it if the response says so with
@@ -258,9 +292,9 @@ static void conn_handle_request(struct conn *c, const char *req, size_t len) {
 
     /* This server never reads request bodies, so a request announcing one
      * would desynchronise the pipeline: answer and close instead. */
-    const char *cl = header_value(eol + 2, end, "Content-Length", &vlen);
-    int has_body = (cl && !(vlen == 1 && cl[0] == '0')) ||
-                   header_value(eol + 2, end, "Transfer-Encoding", &vlen) != NULL;
+    int has_body =
+        (h.content_length && !(h.content_length_len == 1 && h.content_length[0] == '0')) ||
+        h.transfer_encoding;
 
     if (!http10 && !http11) {
         c->close_after_write = 1;
