@@ -25,7 +25,7 @@
 #include <tickloop/tickloop.h>
 #include <tickloop/timer_backend.h>
 
-#define MS 1000000ull
+#include "loop_helpers.h" /* MS, mono_ns, new_loop, free_loop, make_pair, on_failsafe */
 
 static tl_loop *new_loop_opts(tl_loop_options *opts) {
     tl_loop *loop = NULL;
@@ -36,26 +36,6 @@ static tl_loop *new_loop_opts(tl_loop_options *opts) {
         cr_assert(strcmp(tl_loop_io_name(loop), want) == 0, "TICKLOOP_IO=%s gave %s", want,
                   tl_loop_io_name(loop));
     return loop;
-}
-
-static tl_loop *new_loop(void) {
-    return new_loop_opts(NULL);
-}
-
-static void free_loop(tl_loop *loop) {
-    int r = tl_loop_free(loop);
-    cr_assert(r == 0, "tl_loop_free: %d %s", r, tl_strerror(r));
-}
-
-static void make_pair(int fds[2]) {
-    cr_assert(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) == 0,
-              "socketpair: %s", strerror(errno));
-}
-
-static uint64_t mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 struct seen {
@@ -70,11 +50,6 @@ static void on_seen(tl_loop *loop, tl_io *w, unsigned revents) {
     s->calls++;
     s->revents = revents;
     s->all |= revents;
-}
-
-static void on_failsafe(tl_loop *loop, tl_timer *t) {
-    *(int *)t->data = 1;
-    tl_loop_stop(loop);
 }
 
 /* Runs ONCE iterations until *done or 2 s have passed; returns 1 if done. */
