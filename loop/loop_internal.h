@@ -213,8 +213,13 @@ int uring_backend_create(tl_loop *loop, IoBackend **out) noexcept;
  *   bit 2      TIMER_UNREF   tl_timer_set_ref(.., 0); kept across stop/start
  *   bit 3      TIMER_DEFERRED in the loop's deferred list (started during a
  *                            dispatch, already due); only with TIMER_ACTIVE
- *   bits 4-7   free: per-handle state bits
- *   bits 8-31  free: room for the timer's clock, period and leeway encoding
+ *   bit 4      TIMER_PERIODIC started by tl_timer_start_at with a period: re-armed
+ *                            at deadline + k * repeat, not now + repeat
+ *   bits 5-7   free: per-handle state bits
+ *   bits 8-9   the tl_clock it was started on (TIMER_CLOCK_SHIFT)
+ *   bit 10     free
+ *   bits 11-31 the leeway, 16-bit mantissa and 5-bit exponent (timers/timers.h,
+ *              which the backends read it through)
  * tl_timer_init zeroes the word. The loop writes it with read-modify-write
  * only (`|=`, `&= ~`), so bits it does not own here survive start, stop and
  * dispatch; TIMER_STATE is what "not scheduled" clears. */
@@ -225,8 +230,16 @@ enum : uint32_t {
        stop/start: only tl_timer_init clears it. */
     TIMER_UNREF = 1u << 2,
     TIMER_DEFERRED = 1u << 3,
+    TIMER_PERIODIC = 1u << 4,
     TIMER_STATE = TIMER_ACTIVE | TIMER_QUEUED | TIMER_DEFERRED,
+    TIMER_CLOCK_SHIFT = 8,
+    TIMER_CLOCK_MASK = 3u << TIMER_CLOCK_SHIFT,
 };
+inline constexpr int kClocks = 3; /* TL_CLOCK_MONOTONIC, _BOOTTIME, _REALTIME */
+inline constexpr unsigned timer_clock(const tl_timer *t) noexcept {
+    return (t->flags & TIMER_CLOCK_MASK) >> TIMER_CLOCK_SHIFT;
+}
+static_assert((TIMER_CLOCK_MASK & kLeewayMask) == 0, "clock and leeway bits do not overlap");
 
 /* A loop-owned list of timers that are not inside the backend (the ready
  * and deferred lists): NULL-terminated, doubly linked through link[0] (next)

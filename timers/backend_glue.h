@@ -14,6 +14,8 @@
  *   void reschedule(tl_timer *t, uint64_t deadline);
  *   uint64_t next_expiry();   tl_timer *pop_expired(uint64_t now);
  *   size_t count() const;     const char *check() const;   (the walker)
+ * and, optionally, uint64_t next_wakeup() (timer_backend.h: a backend that
+ * keeps deadline order and lets the loop sleep into the timers' leeway).
  * with the Pre/Post conditions of timer_backend.h.
  *
  * The instance lives in calloc'd memory (placement new, explicit destructor),
@@ -111,6 +113,15 @@ struct BackendGlue {
         verify(self, "pop_expired");
         return t;
     }
+    static constexpr bool kHasNextWakeup = requires(Impl & i) {
+        i.next_wakeup();
+    };
+    static uint64_t next_wakeup(void *self) noexcept {
+        if constexpr (kHasNextWakeup)
+            return impl(self).next_wakeup();
+        else
+            return impl(self).next_expiry();
+    }
     static size_t count(void *self) noexcept {
         return impl(self).count();
     }
@@ -123,9 +134,18 @@ struct BackendGlue {
 template <class Impl>
 constexpr tl_timer_backend make_backend(const char *name) noexcept {
     using G = BackendGlue<Impl>;
-    return tl_timer_backend{
-        name,           G::create,      G::destroy, G::insert,   G::remove, G::reschedule,
-        G::next_expiry, G::pop_expired, G::count,   Impl::kCaps, {}};
+    return tl_timer_backend{name,
+                            G::create,
+                            G::destroy,
+                            G::insert,
+                            G::remove,
+                            G::reschedule,
+                            G::next_expiry,
+                            G::pop_expired,
+                            G::count,
+                            Impl::kCaps,
+                            G::kHasNextWakeup ? G::next_wakeup : nullptr,
+                            {}};
 }
 
 /* Impl's walker, for the registry's tl_detail_timers_check. */

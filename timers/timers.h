@@ -43,6 +43,28 @@ struct MallocNew {
     static void operator delete(void *p) noexcept { free(p); }
 };
 
+/* The parts of tl_timer::flags (owned by the loop, loop_internal.h has the
+ * whole layout) that the built-in backends read: the leeway, stored in bits
+ * 11-31 as a 16-bit mantissa and a 5-bit exponent (leeway = m << e), so that
+ * tl_timer_set_leeway's "16 significant bits, rounded down" holds. */
+inline constexpr unsigned kLeewayShift = 11, kLeewayMantBits = 16, kLeewayExpShift = 27;
+inline constexpr uint32_t kLeewayMask = ~uint32_t(0) << kLeewayShift;
+
+/* t's leeway in ns (what tl_timer_leeway returns). */
+inline uint64_t timer_leeway(const tl_timer *t) noexcept {
+    uint64_t m = (t->flags >> kLeewayShift) & ((1u << kLeewayMantBits) - 1);
+    return m << (t->flags >> kLeewayExpShift);
+}
+
+/* The flags bits encoding leeway_ns, rounded down (saturating at
+   TL_TIMER_LEEWAY_MAX). */
+inline uint32_t leeway_bits(uint64_t leeway_ns) noexcept {
+    if (leeway_ns >= TL_TIMER_LEEWAY_MAX) return kLeewayMask;
+    unsigned e = 0;
+    if (leeway_ns >> kLeewayMantBits) e = 64 - __builtin_clzll(leeway_ns) - kLeewayMantBits;
+    return uint32_t(leeway_ns >> e) << kLeewayShift | uint32_t(e) << kLeewayExpShift;
+}
+
 /* a + b, saturating at UINT64_MAX ("never") instead of wrapping. */
 constexpr uint64_t sat_add(uint64_t a, uint64_t b) noexcept {
     uint64_t r = a + b;

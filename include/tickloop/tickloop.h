@@ -151,8 +151,8 @@ typedef struct tl_timer tl_timer;
 typedef void (*tl_timer_cb)(tl_loop *loop, tl_timer *timer);
 
 struct tl_timer {      /* fields the caller may read; at most 64 bytes       */
-    uint64_t deadline; /* absolute ns; valid while active                    */
-    uint64_t repeat;   /* ns; 0 = one-shot                                   */
+    uint64_t deadline; /* absolute ns on the timer's clock; valid while active */
+    uint64_t repeat;   /* ns; 0 = one-shot (the period of a periodic timer)  */
     tl_timer_cb cb;    /* set by tl_timer_init                               */
     void *data;        /* the caller's                                       */
     uintptr_t link[3]; /* owned by the timer backend while active            */
@@ -183,6 +183,69 @@ TL_API int tl_timer_again(tl_loop *loop, tl_timer *t);
 
 /* 1 if t is active (scheduled), 0 if not or if t is NULL. */
 TL_API int tl_timer_active(const tl_timer *t);
+
+/* ------------------------------------------------------------------------ */
+/* Clocks, leeway, absolute and periodic timers                             */
+/* ------------------------------------------------------------------------ */
+
+/* The clocks a timer can run on (each in its own instance of the loop's timer
+ * backend; timers on different clocks are not ordered against each other):
+ * - TL_CLOCK_MONOTONIC: CLOCK_MONOTONIC, the clock of tl_now() and of every
+ *   relative timer. Stops while the system is suspended.
+ * - TL_CLOCK_BOOTTIME: CLOCK_BOOTTIME, which also counts suspended time: a
+ *   "30 minutes from now" that must hold across a laptop's sleep.
+ * - TL_CLOCK_REALTIME: the wall clock. A timer on it fires when the wall
+ *   clock reaches its deadline, also when the clock is set or stepped: the
+ *   kernel tells the loop of a jump (a timerfd with TFD_TIMER_CANCEL_ON_SET),
+ *   the loop never polls for one. For "at 03:00 every day". */
+typedef enum { TL_CLOCK_MONOTONIC = 0, TL_CLOCK_BOOTTIME, TL_CLOCK_REALTIME } tl_clock;
+
+/* A fresh read of clock, in ns (not the loop's cached time); 0 for an
+ * unknown clock. Any thread. */
+TL_API uint64_t tl_clock_now(tl_clock clock);
+
+/* The largest leeway stored; a larger one is stored as this (about 39 h). */
+#define TL_TIMER_LEEWAY_MAX ((uint64_t)65535 << 31)
+
+/* How late t may fire, from its next start on (tl_timer_start,
+ * tl_timer_start_at, tl_timer_again and each re-arm of a repeating timer):
+ * it fires at a time in [deadline, deadline + leeway]. 0, the default after
+ * tl_timer_init: as soon as possible. The loop uses the windows of all its
+ * timers to wake as few times as it can: it sleeps until the earliest
+ * deadline + leeway and then runs every timer whose deadline has passed.
+ * Resolution: stored with 16 significant bits, rounded *down*: below 65,536
+ * ns exactly, above that to a multiple of 2^(bits - 16) (under 1/32768 of the
+ * value), at most TL_TIMER_LEEWAY_MAX. Kept across stop and start; only
+ * tl_timer_init clears it. Returns 0 or -EINVAL (NULL t). Any thread while t
+ * is inactive, the loop thread while it is active. */
+TL_API int tl_timer_set_leeway(tl_timer *t, uint64_t leeway_ns);
+
+/* The stored leeway (0 for NULL t). */
+TL_API uint64_t tl_timer_leeway(const tl_timer *t);
+
+/* Starts t to fire when `clock` reaches the absolute time deadline_ns. With
+ * period_ns > 0 it is periodic without drift: each next deadline is
+ * deadline_ns + k * period_ns, the first one later than the time the callback
+ * ran (the loop's time on that clock), so missed periods are skipped, never
+ * run in a burst; the re-arm happens before the callback, as for tl_timer_start.
+ * A deadline already past fires in the next iteration. t->deadline then holds
+ * the deadline on that clock and t->repeat the period. Starting an active t
+ * moves it (to another clock too); starting it again with tl_timer_start
+ * makes it a relative TL_CLOCK_MONOTONIC timer. Returns 0, -EINVAL (NULL
+ * loop or t, unknown clock, no callback, t active on another loop), -ENOMEM,
+ * -ENOSPC (max_timers). Loop thread, callbacks included. */
+TL_API int tl_timer_start_at(tl_loop *loop, tl_timer *t, tl_clock clock, uint64_t deadline_ns,
+                             uint64_t period_ns);
+
+/* The clock t was last started on (TL_CLOCK_MONOTONIC after tl_timer_init
+ * and after tl_timer_start); TL_CLOCK_MONOTONIC for NULL t. */
+TL_API tl_clock tl_timer_clock(const tl_timer *t);
+
+/* The loop's time on clock as of its last clock read (tl_now() for
+ * TL_CLOCK_MONOTONIC): the `now` its timers on that clock were compared with
+ * in the last iteration that had any, or a fresh read if none has. 0 for a
+ * NULL loop or an unknown clock. Loop thread. */
+TL_API uint64_t tl_loop_now(const tl_loop *loop, tl_clock clock);
 
 /* ------------------------------------------------------------------------ */
 /* I/O watchers                                                             */

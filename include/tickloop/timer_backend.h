@@ -23,6 +23,18 @@
  *   within a bounded number of empty rounds (at most the number of wheel
  *   levels per timer).
  * - Deadlines may be anywhere in [now, UINT64_MAX].
+ * - Leeway: a timer may carry one (tl_timer_leeway(t), read at insert and
+ *   reschedule; it may change while the timer is inside, so a backend keeps
+ *   what it derived from it). The timer may then be handed out at any time in
+ *   [deadline, deadline + leeway]. A backend may ignore leeway (it then fires
+ *   as without). One that uses it either places the timer at a fire time in
+ *   that window and keeps the rules above for the fire time instead of the
+ *   deadline (a wheel filing it into a coarser slot: no timer is ever handed
+ *   out before its deadline, nor later than its window plus one tick), or
+ *   keeps the deadline order and provides next_wakeup() (a heap): the time by
+ *   which pop_expired must be called, at most the earliest deadline + leeway
+ *   inside, so that the loop sleeps until then and runs, in one wake-up,
+ *   every timer whose deadline has passed.
  *
  * Pure C11; compiles as C and as C++ on its own.
  */
@@ -75,13 +87,19 @@ typedef struct tl_timer_backend {
     size_t (*count)(void *self);
     /* TL_TIMER_CAP_* bits; 0: tick order only. */
     uint32_t caps;
+    /* Optional (NULL: the loop wakes at next_expiry()). The latest time at
+       which the loop may next call pop_expired and still hand out every
+       timer inside within [deadline, deadline + leeway]: at most the minimum
+       over the timers inside of deadline + leeway, and at least
+       next_expiry(); UINT64_MAX when empty. */
+    uint64_t (*next_wakeup)(void *self);
     /* ABI: the struct has a fixed size, TL_TIMER_BACKEND_SIZE bytes, for the
        life of the soname (docs/abi.md). An operation added later is an
        optional pointer in place of a reserved word, NULL meaning "not
        provided", so a backend written before it existed keeps working.
        Leave them zero (a static const object with designated initialisers
        does); tl_timer_backend_register() returns -EINVAL otherwise.        */
-    void *reserved[6];
+    void *reserved[5];
 } tl_timer_backend;
 
 #define TL_TIMER_BACKEND_SIZE 128
