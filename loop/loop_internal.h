@@ -420,6 +420,17 @@ int io_reserve_fd(tl_loop *loop, int fd) noexcept;
    tl_detail_timers_check. */
 extern "C" const char *tl_detail_loop_check(const tl_loop *loop) noexcept;
 
+/* Test seam (hidden, reached by linking the static library): the loop reads
+   every clock through read(clock, ctx) instead of clock_gettime, so a test
+   drives time (run the loop with TL_RUN_NOWAIT then: the kernel's waits still
+   use the real clock). NULL read restores the real clocks. */
+typedef uint64_t (*tl_detail_clock_fn)(int clock, void *ctx);
+extern "C" void tl_detail_loop_set_clock(tl_loop *loop, tl_detail_clock_fn read,
+                                         void *ctx) noexcept;
+/* Runs the loop's reaction to a wall-clock set or step, exactly as when the
+   kernel reports one (a REALTIME timerfd read failing with ECANCELED). */
+extern "C" void tl_detail_loop_clock_changed(tl_loop *loop) noexcept;
+
 /* Every activation and deactivation of a handle goes through these, so that
    tl_loop_alive (a referenced handle active) is one comparison. */
 inline void handle_activated(tl_loop *loop, bool unref) noexcept {

@@ -557,12 +557,15 @@ typedef struct tl_loop_stats {
     uint64_t timers_rearm_failed; /* repeating timers whose re-arm failed (the
                                      backend's insert returned an error): they
                                      ran once more and are now inactive          */
+    /* Clocks (extensions):                                                     */
+    uint64_t clock_changes; /* wall-clock sets or steps the kernel reported while
+                               REALTIME timers were active                     */
     /* ABI: the struct has a fixed size, TL_LOOP_STATS_SIZE bytes, for the life
        of the soname (docs/abi.md), so a newer library never writes past an
        older program's struct. A counter added later takes the place of a
        reserved word: add it just above `reserved` and shrink `reserved` by
        one. The library zeroes the reserved words.                             */
-    uint64_t reserved[50];
+    uint64_t reserved[49];
 } tl_loop_stats;
 
 #define TL_LOOP_STATS_SIZE 512
