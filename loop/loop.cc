@@ -96,10 +96,9 @@ void release_timer_slack(tl_loop *loop) noexcept {
     thread_slack.current = 0;
 }
 
-uint64_t clock_now() noexcept {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+/* The loop's MONOTONIC time, fresh (clock.cc: the test seam may supply it). */
+uint64_t clock_now(const tl_loop *loop) noexcept {
+    return read_clock(loop, TL_CLOCK_MONOTONIC);
 }
 
 /* TL_IO_AUTO defers to TICKLOOP_IO; anything else there is a mistake worth
@@ -149,9 +148,11 @@ bool alive(const tl_loop *loop) noexcept {
     return loop->active_handles > loop->unref_active;
 }
 
-/* Time from `now` to the next timer; 0 if one is due, UINT64_MAX if none. */
+/* Time from `now` to the next MONOTONIC wake-up (the earliest deadline, or
+   with leeway the latest time that keeps every window: timers_wakeup); 0 if
+   one is due, UINT64_MAX if none. */
 uint64_t timer_timeout(const tl_loop *loop, uint64_t now) noexcept {
-    uint64_t next = loop->timer_backend->next_expiry(loop->timers);
+    uint64_t next = timers_wakeup(loop->timer_backend, loop->timers);
     if (next == UINT64_MAX) return UINT64_MAX;
     return next > now ? next - now : 0;
 }
@@ -162,6 +163,10 @@ uint64_t timer_timeout(const tl_loop *loop, uint64_t now) noexcept {
    the run is about to end: libuv's uv__backend_timeout does the same). */
 uint64_t wait_timeout(tl_loop *loop, tl_run_mode mode) noexcept {
     if (mode == TL_RUN_NOWAIT || loop->stopping || loop->idle_hooks || !alive(loop)) return 0;
+    /* The other clocks' timerfds are armed here; one of them due now makes
+       the wait not block. */
+    if (loop->clocks[TL_CLOCK_BOOTTIME].timers || loop->clocks[TL_CLOCK_REALTIME].timers)
+        if (clocks_timeout(loop) == 0) return 0;
     return timer_timeout(loop, loop->now);
 }
 
@@ -181,7 +186,7 @@ int iterate(tl_loop *loop, tl_run_mode mode) noexcept {
         n = loop->io->wait(deadline, loop->events, kMaxEvents);
     } while (n == -EINTR);
     if (n < 0) return n;
-    loop->now = clock_now();
+    loop->now = clock_now(loop);
     uint64_t ran = timers_dispatch(loop);
     if (ran) {
         ++loop->stats.timer_wakeups;
@@ -245,7 +250,7 @@ TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts) {
 
     tl_loop *loop = static_cast<tl_loop *>(std::calloc(1, sizeof(tl_loop)));
     if (!loop) return -ENOMEM;
-    loop->now = clock_now();
+    loop->now = clock_now(loop);
     loop->id = next_loop_id.fetch_add(1, std::memory_order_relaxed);
     if (loop->id == 0) loop->id = next_loop_id.fetch_add(1, std::memory_order_relaxed);
     loop->max_timers = opts->max_timers;
@@ -254,10 +259,12 @@ TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts) {
     loop->timer_slack_ns = opts->timer_slack_ns;
     loop->async_fd = -1;
     loop->signal_fd = -1;
+    for (tl_loop::ClockState &cs : loop->clocks) cs.fd = -1;
     sigemptyset(&loop->signal_mask);
 
     tl_timer_config cfg = timer_config(opts->tick_ns, opts->wheel_slots);
     loop->timer_backend = backend;
+    loop->timer_config = cfg;
     loop->timers = backend->create(&cfg, loop->now);
     if (!loop->timers) {
         std::free(loop);
@@ -282,6 +289,7 @@ TL_API int tl_loop_free(tl_loop *loop) {
     release_timer_slack(loop);
     async_close(loop);
     signal_close(loop);
+    clock_close(loop);
     io_close(loop);
     delete loop->io;
     loop->timer_backend->destroy(loop->timers);
@@ -301,7 +309,7 @@ TL_API int tl_loop_run(tl_loop *loop, tl_run_mode mode) {
        iteration's one clock read; without an iteration (nothing active, or
        a stop already requested) it reads the clock here, so that every mode
        leaves tl_now() fresh. */
-    if (mode != TL_RUN_NOWAIT || !alive(loop) || loop->stopping) loop->now = clock_now();
+    if (mode != TL_RUN_NOWAIT || !alive(loop) || loop->stopping) loop->now = clock_now(loop);
     int r = 0;
     while (alive(loop) && !loop->stopping) {
         r = iterate(loop, mode);
@@ -322,7 +330,7 @@ TL_API uint64_t tl_now(const tl_loop *loop) {
 }
 
 TL_API void tl_update_time(tl_loop *loop) {
-    if (loop) loop->now = clock_now();
+    if (loop) loop->now = clock_now(loop);
 }
 
 TL_API const char *tl_loop_timers_name(const tl_loop *loop) {
@@ -366,7 +374,11 @@ TL_API uint64_t tl_loop_timeout(const tl_loop *loop) {
     if (loop->io->needs_enter() && (loop->io->flush() < 0 || loop->io->needs_enter())) return 0;
     /* A fresh read: the cached time may be a whole host iteration old, and
        a timeout from it would make the host wait that much too long. */
-    return timer_timeout(loop, clock_now());
+    uint64_t mono = timer_timeout(loop, clock_now(loop));
+    if (!loop->clocks[TL_CLOCK_BOOTTIME].timers && !loop->clocks[TL_CLOCK_REALTIME].timers)
+        return mono;
+    uint64_t other = clocks_remaining(loop);
+    return other < mono ? other : mono;
 }
 
 TL_API int tl_loop_fork(tl_loop *loop) {
@@ -378,6 +390,7 @@ TL_API int tl_loop_fork(tl_loop *loop) {
     /* The loop's own descriptors first: they change the fd registry. */
     r = async_fork(loop);
     if (r == 0) r = signal_fork(loop);
+    if (r == 0) r = clock_fork(loop);
     /* Every registration again, with its tag (fd, generation) unchanged, so
        the watchers see no difference (io_readd_all: the routine epoll also
        uses to rebuild its set). A watcher whose fd the program closed
@@ -389,7 +402,8 @@ TL_API int tl_loop_fork(tl_loop *loop) {
     }
     /* Closes the inherited epoll descriptor or unmaps the inherited ring in
        this process only; the parent's stays as it was. A kernel object the
-       loop gains later (a timerfd, say) needs a step of its own above. */
+       loop gains later needs a step of its own above, as the clocks'
+       timerfds have. */
     delete loop->io;
     loop->io = fresh;
     return 0;

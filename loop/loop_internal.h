@@ -15,6 +15,9 @@
 #include "tickloop/timer_backend.h"
 #include "timers/timers.h"
 
+/* The test seam's clock reader (tl_detail_loop_set_clock, below). */
+typedef uint64_t (*tl_detail_clock_fn)(int clock, void *ctx);
+
 namespace tl::detail {
 
 /* One readiness report from an I/O backend: the tag given at registration
@@ -335,8 +338,28 @@ struct tl_loop {
        chunk of the same dispatch cannot pop them; inserted when the dispatch
        ends. Same links as the ready list (flag TIMER_DEFERRED). */
     tl::detail::TimerList deferred;
-    uint64_t dispatch_now; /* the dispatch's time; valid while dispatching */
-    bool dispatching;      /* inside timers_dispatch                     */
+    /* The dispatch's time per clock, for the clocks in dispatch_mask (bit
+       per tl_clock: those whose timers this dispatch runs); valid while
+       dispatching. */
+    uint64_t dispatch_now[tl::detail::kClocks];
+    uint32_t dispatch_mask;
+    bool dispatching; /* inside timers_dispatch                     */
+    /* The clocks other than MONOTONIC (loop/clock.cc), by tl_clock ([0]
+       unused: MONOTONIC is `now` and `timers` above). Each gets, on the
+       first timer started on it, its own instance of the timer backend and
+       an absolute timerfd on that clock, watched like any fd, that wakes
+       the loop at the clock's next wake-up. */
+    struct ClockState {
+        void *timers;        /* backend instance; null until first used */
+        uint64_t now;        /* last read of the clock                  */
+        uint64_t armed;      /* the timerfd's pending expiry; 0: none   */
+        uint64_t dispatched; /* the latest now the instance was driven to */
+        int fd;              /* the timerfd; -1: none                   */
+        tl_io watcher;       /* internal watcher of fd                  */
+    } clocks[tl::detail::kClocks];
+    tl_timer_config timer_config;  /* what every backend instance is created with */
+    tl_detail_clock_fn test_clock; /* the test seam: null reads the real clocks  */
+    void *test_clock_ctx;
 #ifndef NDEBUG
     uint64_t verify_ops;        /* calls since the last full walk           */
     uint64_t last_pop_deadline; /* the previous pop of this dispatch (EXACT) */
@@ -388,6 +411,32 @@ void io_stop_internal(tl_loop *loop, tl_io *w) noexcept;
 uint64_t timers_dispatch(tl_loop *loop) noexcept;
 /* Timers active in the loop: inside the backend plus queued. */
 uint64_t timers_active(const tl_loop *loop) noexcept;
+/* loop/clock.cc. A read of clock c as the loop sees it (the test seam's,
+   if set). */
+uint64_t read_clock(const tl_loop *loop, unsigned c) noexcept;
+/* The backend instance holding clock c's timers (null: c never used). */
+inline void *timers_of(const tl_loop *loop, unsigned c) noexcept {
+    return c == 0 ? loop->timers : loop->clocks[c].timers;
+}
+/* Creates clock c's backend instance and timerfd if missing; 0 or -errno. */
+int clock_prepare(tl_loop *loop, unsigned c) noexcept;
+/* For the wait: 0 if a timer on a clock other than MONOTONIC is due now,
+   else arms those clocks' timerfds at their next wake-ups and returns
+   UINT64_MAX. Reads only the clocks that have timers. */
+uint64_t clocks_timeout(tl_loop *loop) noexcept;
+/* ns until the next wake-up of a clock other than MONOTONIC, from fresh
+   reads, for tl_loop_timeout: 0 if due, UINT64_MAX if none. */
+uint64_t clocks_remaining(const tl_loop *loop) noexcept;
+/* Wake-up time of a backend instance: next_wakeup, else next_expiry. */
+inline uint64_t timers_wakeup(const tl_timer_backend *b, void *self) noexcept {
+    return b->next_wakeup ? b->next_wakeup(self) : b->next_expiry(self);
+}
+void clock_close(tl_loop *loop) noexcept;
+/* After clock c went back to now (a wall-clock step): moves c's timers into
+   a fresh instance created at now, periodic ones back onto their grid
+   (timer.cc). */
+void timers_rebase(tl_loop *loop, unsigned c, uint64_t now) noexcept;
+int clock_fork(tl_loop *loop) noexcept;
 /* Releases what async.cc and signal.cc hold (the loop has no active handle). */
 void async_close(tl_loop *loop) noexcept;
 void signal_close(tl_loop *loop) noexcept;
@@ -424,7 +473,6 @@ extern "C" const char *tl_detail_loop_check(const tl_loop *loop) noexcept;
    every clock through read(clock, ctx) instead of clock_gettime, so a test
    drives time (run the loop with TL_RUN_NOWAIT then: the kernel's waits still
    use the real clock). NULL read restores the real clocks. */
-typedef uint64_t (*tl_detail_clock_fn)(int clock, void *ctx);
 extern "C" void tl_detail_loop_set_clock(tl_loop *loop, tl_detail_clock_fn read,
                                          void *ctx) noexcept;
 /* Runs the loop's reaction to a wall-clock set or step, exactly as when the

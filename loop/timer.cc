@@ -52,17 +52,24 @@ bool owned_by_other(const tl_loop *loop, const tl_timer *t) noexcept {
     return (t->flags & TIMER_ACTIVE) && t->reserved != loop->id;
 }
 
-/* Pre: t in neither the backend nor a list. Puts t at deadline: in the
-   deferred list if a dispatch is running that could still pop it, else in
-   the backend. Returns 0 or the backend's insert error. */
+/* A dispatch is running that could still pop a timer at deadline on clock c. */
+bool must_defer(const tl_loop *loop, unsigned c, uint64_t deadline) noexcept {
+    return loop->dispatching && (loop->dispatch_mask >> c & 1) && deadline <= loop->dispatch_now[c];
+}
+
+/* Pre: t in neither the backend nor a list; its clock bits say where it goes
+   (that clock's instance exists). Puts t at deadline: in the deferred list if
+   a dispatch is running that could still pop it, else in the backend.
+   Returns 0 or the backend's insert error. */
 int place(tl_loop *loop, tl_timer *t, uint64_t deadline) noexcept {
     t->deadline = deadline;
-    if (loop->dispatching && deadline <= loop->dispatch_now) {
+    unsigned c = timer_clock(t);
+    if (must_defer(loop, c, deadline)) {
         loop->deferred.append(t);
         t->flags |= TIMER_DEFERRED;
         return 0;
     }
-    return loop->timer_backend->insert(loop->timers, t);
+    return loop->timer_backend->insert(timers_of(loop, c), t);
 }
 
 /* Pre: t active. Post: t in neither the backend nor a list (still counted
@@ -73,7 +80,7 @@ void detach(tl_loop *loop, tl_timer *t) noexcept {
     else if (t->flags & TIMER_DEFERRED)
         loop->deferred.unlink(t);
     else
-        loop->timer_backend->remove(loop->timers, t);
+        loop->timer_backend->remove(timers_of(loop, timer_clock(t)), t);
     t->flags &= ~(TIMER_QUEUED | TIMER_DEFERRED);
 }
 
@@ -99,15 +106,15 @@ void disarm(tl_loop *loop, tl_timer *t) noexcept {
     deactivate(loop, t);
 }
 
-/* Pre: t active, owned by loop. Moves it to deadline. Returns 0, or insert's
-   error when t had to be re-inserted (it was queued or deferred, the backend
-   has no reschedule, or it must be deferred), which leaves t inactive. */
-int rearm(tl_loop *loop, tl_timer *t, uint64_t deadline) noexcept {
+/* Pre: t active, owned by loop, on clock c. Moves it to deadline. Returns 0,
+   or insert's error when t had to be re-inserted (it was queued or deferred,
+   the backend has no reschedule, or it must be deferred), which leaves t
+   inactive. */
+int rearm(tl_loop *loop, tl_timer *t, unsigned c, uint64_t deadline) noexcept {
     const tl_timer_backend *b = loop->timer_backend;
     bool inside = !(t->flags & (TIMER_QUEUED | TIMER_DEFERRED));
-    bool defer = loop->dispatching && deadline <= loop->dispatch_now;
-    if (inside && !defer && b->reschedule) {
-        reschedule(b, loop->timers, t, deadline); /* timers/dispatch.h */
+    if (inside && !must_defer(loop, c, deadline) && b->reschedule) {
+        reschedule(b, timers_of(loop, c), t, deadline); /* timers/dispatch.h */
         t->deadline = deadline;
         return 0;
     }
@@ -117,24 +124,36 @@ int rearm(tl_loop *loop, tl_timer *t, uint64_t deadline) noexcept {
     return r;
 }
 
+/* Pre: t active, owned by loop. Moves it to deadline on clock c (possibly
+   another clock than its own: then out of one instance, into the other).
+   Same result as rearm. */
+int move(tl_loop *loop, tl_timer *t, unsigned c, uint64_t deadline) noexcept {
+    if (timer_clock(t) == c) return rearm(loop, t, c, deadline);
+    detach(loop, t);
+    t->flags = (t->flags & ~TIMER_CLOCK_MASK) | c << TIMER_CLOCK_SHIFT;
+    int r = place(loop, t, deadline);
+    if (r < 0) deactivate(loop, t);
+    return r;
+}
+
+/* The periodic re-arm: the first deadline + k * period (k >= 1) later than
+   now, saturating at UINT64_MAX. Pre: deadline <= now, period > 0. */
+uint64_t next_period(uint64_t deadline, uint64_t period, uint64_t now) noexcept {
+    uint64_t k = (now - deadline) / period + 1;
+    if (k > (UINT64_MAX - deadline) / period) return UINT64_MAX;
+    return deadline + k * period;
+}
+
+/* Pops up to `chunk` due timers of one clock's instance into the ready list
+   and runs them (see the top of this file); returns the callbacks run. */
+uint64_t dispatch_clock(tl_loop *loop, void *self, uint64_t now, uint64_t cap) noexcept;
+
 /* Timers per collect-then-run chunk: 256 timers are 16 KiB of handles, so
    they are still in L1/L2 when their callbacks run after the collect. */
 constexpr uint64_t kChunk = 256;
 
-} // namespace
-
-namespace tl::detail {
-
-uint64_t timers_active(const tl_loop *loop) noexcept {
-    return loop->timer_backend->count(loop->timers) + loop->ready.count + loop->deferred.count;
-}
-
-uint64_t timers_dispatch(tl_loop *loop) noexcept {
+uint64_t dispatch_clock(tl_loop *loop, void *self, uint64_t now, uint64_t cap) noexcept {
     const tl_timer_backend *b = loop->timer_backend;
-    const uint64_t now = loop->now;
-    const uint64_t cap = loop->max_timers_per_iteration;
-    loop->dispatching = true;
-    loop->dispatch_now = now;
     uint64_t fired = 0, popped = 0;
     /* The cap counts callbacks (max_timers_per_iteration), not pops: a
        queued timer that a callback stops leaves its turn to the next due one,
@@ -146,7 +165,7 @@ uint64_t timers_dispatch(tl_loop *loop) noexcept {
         uint64_t chunk = cap - fired < kChunk ? cap - fired : kChunk;
         uint64_t n = 0;
         for (; n < chunk; ++n) {
-            tl_timer *t = b->pop_expired(loop->timers, now);
+            tl_timer *t = b->pop_expired(self, now);
             if (!t) break;
             TL_DEBUG_CHECK_POPPED(loop, t, now, popped + n == 0);
             loop->ready.append(t);
@@ -163,10 +182,11 @@ uint64_t timers_dispatch(tl_loop *loop) noexcept {
             lateness_record(loop->lateness, now, t->deadline);
             if (t->repeat) {
                 /* Re-armed before the callback (the contract), so the callback
-                   sees it active and may stop or restart it. now + repeat is
-                   beyond the dispatch: never deferred. */
-                t->deadline = sat_add(now, t->repeat);
-                if (b->insert(loop->timers, t) < 0) {
+                   sees it active and may stop or restart it. Both next
+                   deadlines are beyond the dispatch's now: never deferred. */
+                t->deadline = t->flags & TIMER_PERIODIC ? next_period(t->deadline, t->repeat, now)
+                                                        : sat_add(now, t->repeat);
+                if (b->insert(self, t) < 0) {
                     /* It runs this once more, then is inactive: say so. */
                     ++loop->stats.timers_rearm_failed;
                     deactivate(loop, t);
@@ -181,13 +201,85 @@ uint64_t timers_dispatch(tl_loop *loop) noexcept {
         }
         if (n < chunk) break; /* nothing more is due */
     }
+    return fired;
+}
+
+} // namespace
+
+namespace tl::detail {
+
+void timers_rebase(tl_loop *loop, unsigned c, uint64_t now) noexcept {
+    const tl_timer_backend *b = loop->timer_backend;
+    tl_loop::ClockState &cs = loop->clocks[c];
+    void *fresh = b->create(&loop->timer_config, now);
+    /* Without memory the old instance stays: an exact backend is still
+       right; a wheel may hand a timer out up to the step early. */
+    if (!fresh) return;
+    void *old = cs.timers;
+    /* Everything, in the old order (so ties keep it): pop_expired at the end
+       of time returns every timer, with at most a few empty rounds on a
+       wheel (timer_backend.h). */
+    while (b->count(old)) {
+        tl_timer *t = b->pop_expired(old, UINT64_MAX);
+        if (!t) continue;
+        /* A periodic timer the step left more than a period ahead goes back
+           onto its grid: the first deadline + k * period after now. */
+        if ((t->flags & TIMER_PERIODIC) && t->deadline > now && t->deadline - now > t->repeat)
+            t->deadline -= (t->deadline - now - 1) / t->repeat * t->repeat;
+        if (b->insert(fresh, t) < 0) {
+            ++loop->stats.timers_rearm_failed;
+            deactivate(loop, t);
+        }
+    }
+    b->destroy(old);
+    cs.timers = fresh;
+}
+
+uint64_t timers_active(const tl_loop *loop) noexcept {
+    const tl_timer_backend *b = loop->timer_backend;
+    uint64_t n = b->count(loop->timers) + loop->ready.count + loop->deferred.count;
+    for (unsigned c = 1; c < kClocks; ++c)
+        if (loop->clocks[c].timers) n += b->count(loop->clocks[c].timers);
+    return n;
+}
+
+uint64_t timers_dispatch(tl_loop *loop) noexcept {
+    const tl_timer_backend *b = loop->timer_backend;
+    const uint64_t cap = loop->max_timers_per_iteration;
+    /* The clocks this dispatch runs, decided (and read) before any callback:
+       a timer a callback starts on one of them with a due deadline is
+       deferred, on another it waits for the next iteration, so no timer
+       runs twice in one iteration whatever clock it moves to. A clock
+       without timers costs neither a read nor a call. */
+    uint32_t mask = 1u << TL_CLOCK_MONOTONIC;
+    loop->dispatch_now[TL_CLOCK_MONOTONIC] = loop->now;
+    for (unsigned c = 1; c < kClocks; ++c) {
+        tl_loop::ClockState &cs = loop->clocks[c];
+        if (!cs.timers || b->count(cs.timers) == 0) [[likely]]
+            continue;
+        cs.now = read_clock(loop, c);
+        /* The clock went back (a wall-clock step): the instance was driven
+           to a later time than now, which a wheel cannot go back from. */
+        if (cs.now < cs.dispatched) [[unlikely]]
+            timers_rebase(loop, c, cs.now);
+        cs.dispatched = cs.now;
+        loop->dispatch_now[c] = cs.now;
+        mask |= 1u << c;
+    }
+    loop->dispatch_mask = mask;
+    loop->dispatching = true;
+    uint64_t fired = dispatch_clock(loop, loop->timers, loop->now, cap);
+    for (unsigned c = 1; c < kClocks; ++c)
+        if ((mask >> c & 1) && fired < cap)
+            fired +=
+                dispatch_clock(loop, loop->clocks[c].timers, loop->dispatch_now[c], cap - fired);
     loop->dispatching = false;
 
     /* The deferred timers, in start order: each is the newest insertion. */
     while (tl_timer *t = loop->deferred.head) {
         loop->deferred.unlink(t);
         t->flags &= ~TIMER_DEFERRED;
-        if (b->insert(loop->timers, t) < 0) deactivate(loop, t);
+        if (b->insert(timers_of(loop, timer_clock(t)), t) < 0) deactivate(loop, t);
     }
     TL_DEBUG_VERIFY(loop, "timer dispatch");
     return fired;
@@ -209,16 +301,59 @@ TL_API int tl_timer_start(tl_loop *loop, tl_timer *t, uint64_t timeout_ns, uint6
     TL_CHECK_LOOP_THREAD(loop);
     uint64_t deadline = sat_add(loop->now, timeout_ns);
     if (t->flags & TIMER_ACTIVE) {
-        int r = rearm(loop, t, deadline);
+        /* A relative timer is a MONOTONIC one: one on another clock moves. */
+        int r = t->flags & TIMER_CLOCK_MASK ? move(loop, t, TL_CLOCK_MONOTONIC, deadline)
+                                            : rearm(loop, t, TL_CLOCK_MONOTONIC, deadline);
         if (r < 0) return r;
     } else {
         if (loop->max_timers && timers_active(loop) >= loop->max_timers) return -ENOSPC;
+        t->flags &= ~TIMER_CLOCK_MASK;
         int r = arm(loop, t, deadline);
         if (r < 0) return r;
     }
+    t->flags &= ~TIMER_PERIODIC;
     t->repeat = repeat_ns;
     TL_DEBUG_VERIFY(loop, "tl_timer_start");
     return 0;
+}
+
+TL_API int tl_timer_start_at(tl_loop *loop, tl_timer *t, tl_clock clock, uint64_t deadline_ns,
+                             uint64_t period_ns) {
+    unsigned c = (unsigned)clock;
+    if (!loop || !t || !t->cb || c >= (unsigned)kClocks || owned_by_other(loop, t)) return -EINVAL;
+    TL_CHECK_LOOP_THREAD(loop);
+    if (!(t->flags & TIMER_ACTIVE) && loop->max_timers && timers_active(loop) >= loop->max_timers)
+        return -ENOSPC;
+    int r = clock_prepare(loop, c);
+    if (r < 0) return r;
+    if (t->flags & TIMER_ACTIVE) {
+        r = move(loop, t, c, deadline_ns);
+    } else {
+        t->flags = (t->flags & ~TIMER_CLOCK_MASK) | c << TIMER_CLOCK_SHIFT;
+        r = arm(loop, t, deadline_ns);
+    }
+    if (r < 0) return r;
+    if (period_ns)
+        t->flags |= TIMER_PERIODIC;
+    else
+        t->flags &= ~TIMER_PERIODIC;
+    t->repeat = period_ns;
+    TL_DEBUG_VERIFY(loop, "tl_timer_start_at");
+    return 0;
+}
+
+TL_API int tl_timer_set_leeway(tl_timer *t, uint64_t leeway_ns) {
+    if (!t) return -EINVAL;
+    t->flags = (t->flags & ~kLeewayMask) | leeway_bits(leeway_ns);
+    return 0;
+}
+
+TL_API uint64_t tl_timer_leeway(const tl_timer *t) {
+    return t ? timer_leeway(t) : 0;
+}
+
+TL_API tl_clock tl_timer_clock(const tl_timer *t) {
+    return t ? (tl_clock)timer_clock(t) : TL_CLOCK_MONOTONIC;
 }
 
 TL_API int tl_timer_stop(tl_loop *loop, tl_timer *t) {
