@@ -22,7 +22,11 @@
  *   advances internal state so that repeating the pair reaches every timer
  *   within a bounded number of empty rounds (at most the number of wheel
  *   levels per timer).
- * - Deadlines may be anywhere in [now, UINT64_MAX].
+ * - Deadlines may be anywhere in [0, UINT64_MAX], also before the last now
+ *   the backend was given (an absolute timer whose time has passed): such a
+ *   timer is due at the next pop_expired. The `now` values given to one
+ *   instance never decrease (after a wall-clock step back, the loop moves the
+ *   timers into a fresh instance created at the new time).
  * - Leeway: a timer may carry one (tl_timer_leeway(t), read at insert and
  *   reschedule; it may change while the timer is inside, so a backend keeps
  *   what it derived from it). The timer may then be handed out at any time in
