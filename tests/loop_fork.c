@@ -124,6 +124,64 @@ BACKEND_TEST(fork, active_timers_fire_in_child_and_parent) {
     free_loop(c.loop);
 }
 
+/* Timers on BOOTTIME and REALTIME: each clock has a timerfd of the loop's
+ * own, which tl_loop_fork must replace (a shared one would be armed by both
+ * processes). */
+struct clock_case {
+    tl_loop *loop;
+    tl_timer boot, wall;
+    int boot_fired, wall_fired;
+};
+
+static void cc_boot(tl_loop *loop, tl_timer *t) {
+    struct clock_case *c = t->data;
+    (void)loop;
+    if (tl_clock_now(TL_CLOCK_BOOTTIME) < t->deadline) {
+        fprintf(stderr, "BOOTTIME timer early\n");
+        _exit(3);
+    }
+    c->boot_fired++;
+}
+
+static void cc_wall(tl_loop *loop, tl_timer *t) {
+    struct clock_case *c = t->data;
+    /* Periodic: t->deadline is already the next one. */
+    if (tl_clock_now(TL_CLOCK_REALTIME) < t->deadline - t->repeat) {
+        fprintf(stderr, "REALTIME timer early\n");
+        _exit(3);
+    }
+    if (++c->wall_fired == 3) tl_timer_stop(loop, t);
+}
+
+static void run_clock_case(struct clock_case *c) {
+    CHILD_CHECK(tl_loop_run(c->loop, TL_RUN_DEFAULT) == 0);
+    CHILD_CHECK(c->boot_fired == 1);
+    CHILD_CHECK(c->wall_fired == 3);
+}
+
+static void clock_child(void *arg) {
+    struct clock_case *c = arg;
+    CHILD_CHECK(tl_loop_fork(c->loop) == 0);
+    run_clock_case(c);
+    CHILD_CHECK(tl_loop_free(c->loop) == 0);
+}
+
+BACKEND_TEST(fork, boottime_and_realtime_timers_fire_in_child_and_parent) {
+    struct clock_case c = {0};
+    c.loop = new_loop_with(p->name);
+    tl_timer_init(&c.boot, cc_boot, &c);
+    tl_timer_init(&c.wall, cc_wall, &c);
+    uint64_t boot = tl_clock_now(TL_CLOCK_BOOTTIME), wall = tl_clock_now(TL_CLOCK_REALTIME);
+    cr_assert_eq(tl_timer_start_at(c.loop, &c.boot, TL_CLOCK_BOOTTIME, boot + 30 * MS, 0), 0);
+    cr_assert_eq(tl_timer_start_at(c.loop, &c.wall, TL_CLOCK_REALTIME, wall + 5 * MS, 5 * MS), 0);
+    pid_t pid = fork_child(clock_child, &c);
+    cr_assert_eq(tl_loop_run(c.loop, TL_RUN_DEFAULT), 0);
+    cr_assert_eq(c.boot_fired, 1, "%s", p->name);
+    cr_assert_eq(c.wall_fired, 3, "%s", p->name);
+    expect_child_ok(pid);
+    free_loop(c.loop);
+}
+
 /* ------------------------------------------------------------------------ */
 /* I/O (libuv fork_socketpair_started)                                      */
 /* ------------------------------------------------------------------------ */
