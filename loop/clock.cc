@@ -212,8 +212,14 @@ TL_API uint64_t tl_loop_now(const tl_loop *loop, tl_clock clock) {
 void tl_detail_loop_set_clock(tl_loop *loop, tl_detail_clock_fn read, void *ctx) noexcept {
     loop->test_clock = read;
     loop->test_clock_ctx = ctx;
+    /* The new clocks may be behind the times the instances were driven to:
+       start each over at its clock's new time, as after a wall-clock step. */
     loop->now = read_clock(loop, TL_CLOCK_MONOTONIC);
-    for (unsigned c = 1; c < kClocks; ++c) loop->clocks[c].now = read_clock(loop, c);
+    timers_rebase(loop, TL_CLOCK_MONOTONIC, loop->now);
+    for (unsigned c = 1; c < kClocks; ++c) {
+        loop->clocks[c].now = loop->clocks[c].dispatched = read_clock(loop, c);
+        timers_rebase(loop, c, loop->clocks[c].now);
+    }
 }
 
 void tl_detail_loop_clock_changed(tl_loop *loop) noexcept {

@@ -432,9 +432,9 @@ inline uint64_t timers_wakeup(const tl_timer_backend *b, void *self) noexcept {
     return b->next_wakeup ? b->next_wakeup(self) : b->next_expiry(self);
 }
 void clock_close(tl_loop *loop) noexcept;
-/* After clock c went back to now (a wall-clock step): moves c's timers into
-   a fresh instance created at now, periodic ones back onto their grid
-   (timer.cc). */
+/* After clock c went back to now (a wall-clock step, or the test seam
+   installed): moves c's timers into a fresh instance created at now,
+   periodic ones back onto their grid (timer.cc). */
 void timers_rebase(tl_loop *loop, unsigned c, uint64_t now) noexcept;
 int clock_fork(tl_loop *loop) noexcept;
 /* Releases what async.cc and signal.cc hold (the loop has no active handle). */

@@ -210,12 +210,13 @@ namespace tl::detail {
 
 void timers_rebase(tl_loop *loop, unsigned c, uint64_t now) noexcept {
     const tl_timer_backend *b = loop->timer_backend;
-    tl_loop::ClockState &cs = loop->clocks[c];
+    void *&instance = c == TL_CLOCK_MONOTONIC ? loop->timers : loop->clocks[c].timers;
+    if (!instance) return;
     void *fresh = b->create(&loop->timer_config, now);
     /* Without memory the old instance stays: an exact backend is still
        right; a wheel may hand a timer out up to the step early. */
     if (!fresh) return;
-    void *old = cs.timers;
+    void *old = instance;
     /* Everything, in the old order (so ties keep it): pop_expired at the end
        of time returns every timer, with at most a few empty rounds on a
        wheel (timer_backend.h). */
@@ -232,7 +233,7 @@ void timers_rebase(tl_loop *loop, unsigned c, uint64_t now) noexcept {
         }
     }
     b->destroy(old);
-    cs.timers = fresh;
+    instance = fresh;
 }
 
 uint64_t timers_active(const tl_loop *loop) noexcept {

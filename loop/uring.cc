@@ -61,8 +61,10 @@
 #include "tl_config.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -241,6 +243,45 @@ public:
         std::memset(&reg, 0, sizeof reg);
         reg.clockid = CLOCK_MONOTONIC;
         abs_timer_ = syscall(__NR_io_uring_register, ring_.ring_fd, kRegisterClock, &reg, 0) == 0;
+        if (abs_timer_) host_offset_ns_ = monotonic_offset_ns();
+    }
+
+    /* Inside a time namespace (CLONE_NEWTIME) CLOCK_MONOTONIC reads the
+       host's plus the namespace's offset, which timerfds and clock_nanosleep
+       take off an absolute time and IORING_ENTER_ABS_TIMER does not (Linux
+       6.18: a 40 ms wait in a namespace 1000 s ahead lasted 1000 s; found by
+       tests/loop_clocks.c). The offset is fixed for the namespace's life, so
+       one read of /proc/self/timens_offsets (absent before Linux 5.6: no
+       namespaces, offset 0) lets waits subtract it. */
+    static int64_t monotonic_offset_ns() noexcept {
+        int fd = open("/proc/self/timens_offsets", O_RDONLY | O_CLOEXEC);
+        if (fd < 0) return 0;
+        char buf[256];
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (n <= 0) return 0;
+        buf[n] = 0;
+        /* Lines "<clock> <seconds> <nanoseconds>"; clock by name or id (1). */
+        for (char *line = buf; line && *line; line = std::strchr(line, '\n')) {
+            while (*line == '\n') ++line;
+            long long sec = 0, nsec = 0;
+            char name[32];
+            if (std::sscanf(line, "%31s %lld %lld", name, &sec, &nsec) != 3) continue;
+            if (std::strcmp(name, "monotonic") != 0 && std::strcmp(name, "1") != 0) continue;
+            return sec * 1000000000LL + nsec;
+        }
+        return 0;
+    }
+
+    /* An absolute MONOTONIC time of this namespace on the host's clock,
+       saturating (0 would mean "no wait"). */
+    uint64_t to_host(uint64_t t) const noexcept {
+        if (host_offset_ns_ >= 0) {
+            uint64_t off = (uint64_t)host_offset_ns_;
+            return t > off ? t - off : 1;
+        }
+        uint64_t add = (uint64_t)-host_offset_ns_;
+        return t > UINT64_MAX - add ? UINT64_MAX : t + add;
     }
 
 private:
@@ -274,9 +315,11 @@ private:
         arg.sigmask_sz = _NSIG / 8;
         if (deadline_ns != UINT64_MAX) {
             uint64_t t = deadline_ns;
-            if (abs_timer_)
+            if (abs_timer_) {
                 flags |= IORING_ENTER_ABS_TIMER;
-            else
+                /* The kernel takes the absolute time on the host's clock. */
+                t = to_host(deadline_ns);
+            } else
                 t = remaining_ns(deadline_ns);
             ts.tv_sec = (long long)(t / 1000000000u);
             ts.tv_nsec = (long long)(t % 1000000000u);
@@ -476,10 +519,11 @@ private:
     struct io_uring ring_;
     bool ring_ready_ = false;
     bool disabled_ = false;
-    bool abs_timer_ = false; /* IORING_ENTER_ABS_TIMER on CLOCK_MONOTONIC */
-    int evfd_ = -1;          /* tl_loop_fd's eventfd, -1 until asked for */
-    int probe_fd_ = -1;      /* an empty epoll set: asks the kernel what it can poll */
-    int *queue_ = nullptr;   /* fds to arm or update at the next wait */
+    bool abs_timer_ = false;     /* IORING_ENTER_ABS_TIMER on CLOCK_MONOTONIC */
+    int64_t host_offset_ns_ = 0; /* the time namespace's MONOTONIC offset */
+    int evfd_ = -1;              /* tl_loop_fd's eventfd, -1 until asked for */
+    int probe_fd_ = -1;          /* an empty epoll set: asks the kernel what it can poll */
+    int *queue_ = nullptr;       /* fds to arm or update at the next wait */
     size_t queue_count_ = 0, queue_cap_ = 0;
     uint64_t *cancels_ = nullptr; /* tags of polls to remove at the next wait */
     size_t cancel_count_ = 0, cancel_cap_ = 0;
