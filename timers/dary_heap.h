@@ -239,6 +239,8 @@ class DaryHeap : public MallocNew {
     static size_t &index_of(tl_timer *t) noexcept { return Main::index_of(t); }
     static size_t &late_of(tl_timer *t) noexcept { return Late::index_of(t); }
     static uint64_t &seq_of(tl_timer *t) noexcept { return Main::seq_of(t); }
+    /* The leeway is 0 exactly when its mantissa bits are (m << e). */
+    static constexpr uint32_t kLeewayMantissa = ((1u << kLeewayMantBits) - 1) << kLeewayShift;
 
     /* Room for need timers in H0, and in H1 and L if with_leeway or a leeway
        timer was seen before. Nothing observable changes on -ENOMEM. */
@@ -278,25 +280,26 @@ public:
     /* Pre: t not inside, t->deadline set. Post on 0: t inside, last among
        equal deadlines. On -ENOMEM nothing changed. */
     int insert(tl_timer *t) noexcept {
-        uint64_t leeway = timer_leeway(t);
+        const bool leeway = (t->flags & kLeewayMantissa) != 0;
         if (count() + 1 > room_ || (leeway && !leeway_seen_)) [[unlikely]] {
-            int r = reserve(count() + 1, leeway != 0);
+            int r = reserve(count() + 1, leeway);
             if (r < 0) return r;
         }
         seq_of(t) = seq_++;
-        if (leeway == 0) [[likely]] {
+        if (!leeway) [[likely]] {
             late_of(t) = 0;
             h0_.push(Entry{t->deadline, t});
         } else {
-            push_leeway(t, t->deadline, leeway);
+            push_leeway(t, t->deadline, timer_leeway(t));
         }
         return 0;
     }
 
     /* Pre: t inside. Post: t not inside; the rest still a heap. */
     void remove(tl_timer *t) noexcept {
-        size_t li = late_of(t);
-        if (li == 0) [[likely]] {
+        size_t li;
+        /* H1 empty (no leeway in use) decides it without reading link[2]. */
+        if (h1_.size_ == 0 || (li = late_of(t)) == 0) [[likely]] {
             h0_.remove_at(index_of(t));
         } else {
             h1_.remove_at(index_of(t));
@@ -309,9 +312,14 @@ public:
     void reschedule(tl_timer *t, uint64_t deadline) noexcept {
         t->deadline = deadline;
         seq_of(t) = seq_++;
+        /* No leeway in use and none asked for: H0 exactly as without leeway. */
+        if (!leeway_seen_ || (h1_.size_ == 0 && !(t->flags & kLeewayMantissa))) [[likely]] {
+            h0_.settle(index_of(t), Entry{deadline, t});
+            return;
+        }
         uint64_t leeway = timer_leeway(t);
         size_t li = late_of(t);
-        if (li == 0) [[likely]] {
+        if (li == 0) {
             /* Without room reserved in H1 and L, leeway is ignored: exact. */
             if (leeway == 0 || !leeway_seen_) [[likely]] {
                 h0_.settle(index_of(t), Entry{deadline, t});
