@@ -19,6 +19,14 @@
  *   order (ceil(deadline / tick) non-decreasing);
  * - a drain (pop_expired until NULL) leaves nothing due: no deadline <= now
  *   (exact) or <= now rounded down to a tick (others).
+ * Leeway (timer_backend.h, "Leeway"): insert and reschedule take one, set in
+ * the timer's flags (leeway_bits) and recorded as latest = deadline + leeway,
+ * captured then (a test may change the flags afterwards; the backend must not
+ * care). With leeway in play, exact backends keep every rule above (they hand
+ * out by deadline) and next_wakeup() lies in [next_expiry(), earliest
+ * latest]; the others may file a timer at any fire time in its window, so
+ * their tick order and "nothing due" checks use latest + one tick instead of
+ * the deadline, and a pop is still never before the deadline.
  */
 #ifndef TICKLOOP_TESTS_TIMER_HARNESS_H
 #define TICKLOOP_TESTS_TIMER_HARNESS_H
@@ -27,6 +35,7 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -48,7 +57,8 @@ constexpr unsigned kMaxEmptyRounds = 12;
 
 struct Item {
     tl_timer timer;
-    uint64_t seq; /* the harness's insertion number, for tie order */
+    uint64_t seq;    /* the harness's insertion number, for tie order        */
+    uint64_t latest; /* deadline + leeway, as captured at insert/reschedule */
     int id;
 };
 
@@ -119,20 +129,30 @@ public:
         return exact_ ? now : now / cfg_.tick_ns * cfg_.tick_ns;
     }
 
-    void insert(Item &it, uint64_t deadline) {
+    /* The leeway the timer's flags encode (leeway_bits rounds down). */
+    static void set_leeway(Item &it, uint64_t leeway) {
+        it.timer.flags =
+            (it.timer.flags & ~tl::detail::kLeewayMask) | tl::detail::leeway_bits(leeway);
+    }
+
+    void insert(Item &it, uint64_t deadline, uint64_t leeway = 0) {
         cr_assert(deadline >= now_, "test bug: deadline %llu before now %llu",
                   (unsigned long long)deadline, (unsigned long long)now_);
+        set_leeway(it, leeway);
+        capture(it, deadline);
         it.timer.deadline = deadline;
         it.seq = seq_++;
         int r = b_->insert(self_, &it.timer);
         cr_assert(r == 0, "%s: insert(deadline %llu) returned %d", name(),
                   (unsigned long long)deadline, r);
         inside_.emplace(Key{deadline, it.seq}, &it);
+        latest_.insert(it.latest);
         check("insert");
     }
 
     void remove(Item &it) {
         cr_assert(inside_.erase(Key{it.timer.deadline, it.seq}) == 1, "test bug: not inside");
+        latest_.erase(latest_.find(it.latest));
         b_->remove(self_, &it.timer);
         check("remove");
     }
@@ -141,6 +161,8 @@ public:
     void reschedule(Item &it, uint64_t deadline) {
         cr_assert(deadline >= now_, "test bug: deadline before now");
         cr_assert(inside_.erase(Key{it.timer.deadline, it.seq}) == 1, "test bug: not inside");
+        latest_.erase(latest_.find(it.latest));
+        capture(it, deadline);
         it.seq = seq_++;
         if (b_->reschedule) {
             b_->reschedule(self_, &it.timer, deadline);
@@ -154,6 +176,7 @@ public:
             cr_assert(r == 0, "%s: insert returned %d", name(), r);
         }
         inside_.emplace(Key{deadline, it.seq}, &it);
+        latest_.insert(it.latest);
         check("reschedule");
     }
 
@@ -164,11 +187,18 @@ public:
         tl_timer *t = b_->pop_expired(self_, now);
         if (!t) {
             check("pop_expired (NULL)");
-            cr_assert(inside_.empty() || inside_.begin()->first.deadline > due_bound(now),
-                      "%s: pop_expired(%llu) answered NULL but deadline %llu is due (bound %llu)",
-                      name(), (unsigned long long)now,
-                      (unsigned long long)inside_.begin()->first.deadline,
-                      (unsigned long long)due_bound(now));
+            if (exact_ || !any_leeway_)
+                cr_assert(inside_.empty() || inside_.begin()->first.deadline > due_bound(now),
+                          "%s: pop_expired(%llu) answered NULL but deadline %llu is due (bound "
+                          "%llu)",
+                          name(), (unsigned long long)now,
+                          (unsigned long long)inside_.begin()->first.deadline,
+                          (unsigned long long)due_bound(now));
+            else
+                cr_assert(latest_.empty() || sat_add(*latest_.begin(), cfg_.tick_ns) > now,
+                          "%s: pop_expired(%llu) answered NULL but a timer's window closed at "
+                          "%llu",
+                          name(), (unsigned long long)now, (unsigned long long)*latest_.begin());
             return nullptr;
         }
         Item *it = item_of(t);
@@ -186,13 +216,14 @@ public:
                       (unsigned long long)inside_.begin()->first.seq);
         }
         uint64_t tick = tick_of(t->deadline, cfg_.tick_ns);
-        cr_assert(!popped_any_ || tick >= last_tick_,
+        cr_assert(exact_ || any_leeway_ || !popped_any_ || tick >= last_tick_,
                   "%s: popped deadline %llu (tick %llu) after one of tick %llu: not in tick order",
                   name(), (unsigned long long)t->deadline, (unsigned long long)tick,
                   (unsigned long long)last_tick_);
         popped_any_ = true;
         last_tick_ = tick;
         inside_.erase(found);
+        latest_.erase(latest_.find(it->latest));
         check("pop_expired");
         return it;
     }
@@ -249,6 +280,48 @@ public:
         return next;
     }
 
+    /* When the loop would next call pop_expired: next_wakeup(), or
+       next_expiry() for a backend without the op. */
+    uint64_t next_wakeup() {
+        uint64_t w = b_->next_wakeup ? b_->next_wakeup(self_) : b_->next_expiry(self_);
+        check("next_wakeup");
+        return w;
+    }
+
+    /* The least latest (deadline + captured leeway) inside; UINT64_MAX if empty. */
+    uint64_t earliest_latest() const { return latest_.empty() ? UINT64_MAX : *latest_.begin(); }
+
+    /*
+     * The loop's way with leeway: wake at next_wakeup(), drain, repeat until
+     * empty. Every timer comes out at or after its deadline (pop checks) and
+     * no later than its latest + one tick. between(now) runs after each
+     * wake-up (it may insert more). Returns the number of wake-ups.
+     */
+    template <class Between>
+    size_t drain_by_wakeup(Between between) {
+        size_t wakeups = 0;
+        unsigned empty = 0;
+        while (!inside_.empty()) {
+            uint64_t w = std::max(now_, next_wakeup());
+            ++wakeups;
+            std::vector<Item *> got = drain(w);
+            for (Item *it : got)
+                cr_assert(w <= sat_add(it->latest, cfg_.tick_ns),
+                          "%s: timer %d (deadline %llu, latest %llu) handed out at %llu: late",
+                          name(), it->id, (unsigned long long)it->timer.deadline,
+                          (unsigned long long)it->latest, (unsigned long long)w);
+            if (got.empty()) {
+                cr_assert(!exact_, "%s: empty wake-up at %llu", name(), (unsigned long long)w);
+                cr_assert(++empty <= kMaxEmptyRounds, "%s: %u empty wake-ups in a row at %llu",
+                          name(), empty, (unsigned long long)w);
+            } else {
+                empty = 0;
+            }
+            between(w, got);
+        }
+        return wakeups;
+    }
+
 private:
     struct Key {
         uint64_t deadline;
@@ -275,7 +348,19 @@ private:
             return;
         }
         uint64_t earliest = inside_.begin()->first.deadline;
-        if (exact_)
+        uint64_t wake = b_->next_wakeup ? b_->next_wakeup(self_) : next;
+        cr_assert(wake >= next && (wake <= *latest_.begin() || (!exact_ && !b_->next_wakeup)),
+                  "%s: after %s: next_wakeup %llu outside [next_expiry %llu, earliest "
+                  "deadline + leeway %llu]",
+                  name(), after, (unsigned long long)wake, (unsigned long long)next,
+                  (unsigned long long)*latest_.begin());
+        if (!exact_ && any_leeway_)
+            cr_assert(next <= sat_add(*latest_.begin(), cfg_.tick_ns) ||
+                          next <= fire_time(earliest),
+                      "%s: after %s: next_expiry %llu after every window plus a tick (%llu)",
+                      name(), after, (unsigned long long)next,
+                      (unsigned long long)sat_add(*latest_.begin(), cfg_.tick_ns));
+        else if (exact_)
             cr_assert(next == earliest, "%s: after %s: next_expiry %llu, earliest deadline %llu",
                       name(), after, (unsigned long long)next, (unsigned long long)earliest);
         else
@@ -293,7 +378,16 @@ private:
     uint64_t now_;
     bool exact_;
     uint64_t seq_ = 0;
+    /* What the backend may have derived from the leeway now in the flags. */
+    void capture(Item &it, uint64_t deadline) {
+        uint64_t leeway = tl::detail::timer_leeway(&it.timer);
+        any_leeway_ |= leeway != 0;
+        it.latest = sat_add(deadline, leeway);
+    }
+
     std::map<Key, Item *> inside_;
+    std::multiset<uint64_t> latest_;
+    bool any_leeway_ = false;
     bool popped_any_ = false;
     unsigned walk_every_ = 1;
     uint64_t ops_ = 0;

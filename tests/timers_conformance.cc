@@ -12,6 +12,11 @@
  * and must reach every timer through the next_expiry/pop_expired pair with a
  * bounded number of empty rounds. The backend's invariant walker runs after
  * every operation.
+ *
+ * Leeway: whatever a backend does with it, a timer is never handed out before
+ * its deadline and, when the driver wakes at next_wakeup() (next_expiry()
+ * for a backend without the op), never later than deadline + leeway + one
+ * tick (the harness's drain_by_wakeup).
  */
 #include <algorithm>
 #include <cerrno>
@@ -359,6 +364,61 @@ BACKEND_TEST(timers, popped_timer_can_be_inserted_again) {
     h.drain_all();
 }
 
+/* Timers with random deadlines and leeways (a third 0), drained the way the
+   loop does with leeway; each wake-up sometimes starts more or reschedules
+   one, with a leeway that may differ from the one it had. */
+void check_leeway_window(const char *name, uint64_t start, uint64_t seed) {
+    Harness h(name, start);
+    const uint64_t tick = h.tick();
+    std::vector<Item> items = make_items(3000);
+    Rng rng{seed};
+    auto leeway = [&] {
+        uint64_t r = rng.below(6);
+        if (r < 2) return uint64_t{0};
+        if (r < 4) return rng.below(tick) + 1;
+        if (r < 5) return rng.below(30 * tick) + 1;
+        return rng.below(uint64_t{1} << 36) + 1;
+    };
+    size_t used = 0;
+    for (; used < 2000; ++used) {
+        uint64_t d = start + (rng.below(4) ? rng.below(300 * tick) : rng.below(uint64_t{1} << 38));
+        h.insert(items[used], d, leeway());
+    }
+    size_t wakeups = h.drain_by_wakeup([&](uint64_t now, const std::vector<Item *> &got) {
+        if (used < items.size() && rng.below(3) == 0)
+            h.insert(items[used++], now + rng.below(50 * tick), leeway());
+        if (!got.empty() && rng.below(4) == 0) {
+            Item &again = *got[0];
+            h.insert(again, now + rng.below(20 * tick) + 1, leeway());
+            if (rng.below(2)) {
+                Harness::set_leeway(again, leeway());
+                h.reschedule(again, now + rng.below(40 * tick));
+            }
+        }
+    });
+    cr_assert(wakeups > 0 && h.size() == 0, "%s: %zu timers left", name, h.size());
+}
+
+BACKEND_TEST(timers, leeway_never_early_nor_past_its_window_plus_a_tick) {
+    for (uint64_t start : kStarts)
+        for (uint64_t seed = 1; seed <= 3; ++seed) check_leeway_window(p->name, start, seed);
+}
+
+BACKEND_TEST(timers, leeway_bits_changed_inside_do_not_matter) {
+    /* The loop may set a new leeway on a running timer; the backend keeps
+       what it derived at insert, and remove and pop still find the timer. */
+    Harness h(p->name, kBigStart);
+    std::vector<Item> items = make_items(200);
+    for (size_t i = 0; i < items.size(); ++i)
+        h.insert(items[i], kBigStart + (i % 37) * kTick, i % 3 ? (i % 11) * kTick : 0);
+    for (size_t i = 0; i < items.size(); ++i)
+        Harness::set_leeway(items[i], i % 2 ? 0 : TL_TIMER_LEEWAY_MAX);
+    for (size_t i = 0; i < items.size(); i += 5) h.remove(items[i]);
+    for (size_t i = 1; i < items.size(); i += 7)
+        if (i % 5) h.reschedule(items[i], kBigStart + 3 * kTick);
+    h.drain_by_wakeup([](uint64_t, const std::vector<Item *> &) {});
+}
+
 /* ------------------------------------------------------------------------ */
 /* The registry, with a custom backend written here                         */
 /* ------------------------------------------------------------------------ */
@@ -446,8 +506,7 @@ size_t list_count(void *self) {
 
 const tl_timer_backend sorted_list_backend = {
     "test_sorted_list", list_create,      list_destroy, list_insert,        list_remove, nullptr,
-    list_next_expiry,   list_pop_expired, list_count,   TL_TIMER_CAP_EXACT, nullptr,
-    {},
+    list_next_expiry,   list_pop_expired, list_count,   TL_TIMER_CAP_EXACT, nullptr,     {},
 };
 
 bool names_contain(const char *name) {
@@ -559,6 +618,22 @@ Test(timers, register_rejects_invalid_backends) {
     b.caps = TL_TIMER_CAP_EXACT | 0x80000000u;
     cr_assert(tl_timer_backend_register(&b) == -EINVAL, "unknown caps bit");
     cr_assert(tl_timer_backend_find("test_unknown_caps") == nullptr);
+
+    /* next_wakeup is optional too (sorted_list_backend leaves it NULL) and
+       accepted when set (here: next_expiry, the tightest it may be), but
+       never in place of a reserved word. */
+    for (size_t i = 0; i < sizeof b.reserved / sizeof b.reserved[0]; ++i) {
+        b = sorted_list_backend;
+        b.name = "test_wakeup_and_reserved";
+        b.next_wakeup = list_next_expiry;
+        b.reserved[i] = &b;
+        cr_assert(tl_timer_backend_register(&b) == -EINVAL, "next_wakeup and reserved[%zu] set", i);
+    }
+    static tl_timer_backend with_wakeup = sorted_list_backend;
+    with_wakeup.name = "test_with_next_wakeup";
+    with_wakeup.next_wakeup = list_next_expiry;
+    cr_assert(tl_timer_backend_register(&with_wakeup) == 0);
+    cr_assert(tl_timer_backend_find("test_with_next_wakeup") == &with_wakeup);
 
     /* reschedule is optional (sorted_list_backend leaves it NULL). */
     static tl_timer_backend optional = sorted_list_backend;

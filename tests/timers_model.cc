@@ -12,6 +12,17 @@
  * holds, and at the end both are empty (the final drain goes on to
  * UINT64_MAX). The invariant walker runs after every operation in the small
  * run and every 64 in the large one, where it would dominate the time.
+ *
+ * The leeway runs give timers random leeways (a third of them 0), sometimes
+ * change a timer's leeway on reschedule (moving it between a heap's leeway
+ * and no-leeway parts), and sometimes rewrite the leeway bits of a timer
+ * while it is inside without telling the backend, which must not care: it
+ * keeps what it derived at insert. The harness checks next_wakeup() against
+ * the model (the least deadline + leeway captured at insert or reschedule);
+ * backends with TL_TIMER_CAP_EXACT and a next_wakeup op must report exactly
+ * that, since a heap that keeps leeway has no reason to wake earlier (the
+ * first insert of a leeway run has a leeway, so the heaps' room for leeway
+ * timers exists before any reschedule could want it).
  */
 #include <cstdint>
 #include <vector>
@@ -27,6 +38,7 @@ struct Run {
     size_t max_live;
     size_t operations;
     unsigned walk_every;
+    bool leeway = false;
 };
 
 /* Live timers, with O(1) random choice and removal. */
@@ -68,6 +80,16 @@ uint64_t random_deadline(Rng &rng, uint64_t now, uint64_t tick) {
     return UINT64_MAX;
 }
 
+/* A leeway: a third none, the rest from sub-tick to huge, a few the maximum. */
+uint64_t random_leeway(Rng &rng, uint64_t tick) {
+    uint64_t r = rng.below(100);
+    if (r < 33) return 0;
+    if (r < 55) return 1 + rng.below(tick);
+    if (r < 85) return 1 + rng.below(50 * tick);
+    if (r < 97) return 1 + rng.below(uint64_t{1} << 40);
+    return TL_TIMER_LEEWAY_MAX;
+}
+
 /* How far one "advance" moves now: small, medium, large or (rarely) huge. */
 uint64_t random_step(Rng &rng, uint64_t tick) {
     uint64_t r = rng.below(1000);
@@ -88,10 +110,19 @@ void run_model(const char *name, const Run &run) {
     Rng rng{run.seed};
     uint64_t inserted = 0, removed = 0, popped = 0;
 
+    const bool tight = h.exact() && tl_timer_backend_find(name)->next_wakeup;
+    auto check_wakeup = [&] {
+        if (!run.leeway || !tight) return;
+        uint64_t w = h.next_wakeup(), want = h.earliest_latest();
+        cr_assert(w == want, "%s: next_wakeup %llu, model's least deadline + leeway %llu", name,
+                  (unsigned long long)w, (unsigned long long)want);
+    };
     auto insert_one = [&] {
         size_t i = idle.back();
         idle.pop_back();
-        h.insert(items[i], random_deadline(rng, h.now(), tick));
+        uint64_t leeway = 0;
+        if (run.leeway) leeway = inserted == 0 ? tick : random_leeway(rng, tick);
+        h.insert(items[i], random_deadline(rng, h.now(), tick), leeway);
         live.add(i);
         ++inserted;
     };
@@ -135,6 +166,8 @@ void run_model(const char *name, const Run &run) {
                 case 2:
                     break; /* same deadline: goes last among its ties */
                 }
+                if (run.leeway && rng.below(3) == 0)
+                    Harness::set_leeway(it, random_leeway(rng, tick));
                 h.reschedule(it, deadline);
             }
         } else if (r < 68) {
@@ -146,12 +179,24 @@ void run_model(const char *name, const Run &run) {
             uint64_t next = h.next_expiry();
             if (next < sat_add(h.now(), uint64_t{1} << 40))
                 for (Item *it : h.drain(std::max(h.now(), next))) took(it);
+        } else if (r < 72 && run.leeway) {
+            /* Straight to the next wake-up, as the loop does with leeway. */
+            uint64_t next = h.next_wakeup();
+            if (next < sat_add(h.now(), uint64_t{1} << 40))
+                for (Item *it : h.drain(std::max(h.now(), next))) took(it);
+        } else if (r < 75 && run.leeway) {
+            /* The leeway changes while inside: the backend must not notice. */
+            if (live.size())
+                Harness::set_leeway(items[live.at(rng.below(live.size()))],
+                                    random_leeway(rng, tick));
         } else if (r < 80) {
             h.next_expiry();
+            check_wakeup();
         } else {
             /* A single pop, leaving the rest of what is due for later. */
             if (Item *it = h.pop(h.now())) took(it);
         }
+        check_wakeup();
     }
 
     for (Item *it : h.drain_all()) took(it);
@@ -173,6 +218,22 @@ BACKEND_TEST(timers, random_ops_match_model_checked_every_step) {
     const Run runs[] = {
         {0x1234, 0, 1000, 40000, 1},
         {0xbeef, kBigStart, 1000, 40000, 1},
+    };
+    for (const Run &run : runs) run_model(p->name, run);
+}
+
+BACKEND_TEST(timers, random_ops_with_leeway_match_model_checked_every_step) {
+    const Run runs[] = {
+        {0x1ee, 0, 1000, 40000, 1, true},
+        {0xca7, kBigStart, 1000, 40000, 1, true},
+    };
+    for (const Run &run : runs) run_model(p->name, run);
+}
+
+BACKEND_TEST(timers, random_ops_with_leeway_match_model_large) {
+    const Run runs[] = {
+        {4, 0, 4000, 150000, 64, true},
+        {5, (uint64_t{1} << 62) + 12345, 4000, 150000, 64, true},
     };
     for (const Run &run : runs) run_model(p->name, run);
 }
