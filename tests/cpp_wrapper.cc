@@ -53,6 +53,46 @@ Test(cpp_wrapper, timer_lambda_fires_and_loop_ends) {
     cr_assert_geq(loop.now().count(), t.deadline().count());
 }
 
+/* std::chrono time points pick the clock: steady_clock is MONOTONIC,
+ * system_clock REALTIME, boot_clock BOOTTIME; never early on each. */
+Test(cpp_wrapper, start_at_with_chrono_clocks_and_leeway) {
+    tickloop::Loop loop;
+    int fired[3] = {0, 0, 0};
+    bool early = false;
+    tickloop::Timer mono(loop, [&](tickloop::Timer &self) {
+        early |= std::chrono::steady_clock::now().time_since_epoch() < self.deadline();
+        ++fired[0];
+    });
+    tickloop::Timer boot(loop, [&](tickloop::Timer &self) {
+        early |= tickloop::boot_clock::now().time_since_epoch() < self.deadline();
+        ++fired[1];
+    });
+    /* Periodic on the wall clock: three ticks, then stop. */
+    tickloop::Timer wall(loop, [&](tickloop::Timer &self) {
+        early |=
+            std::chrono::system_clock::now().time_since_epoch() < self.deadline() - self.repeat();
+        if (++fired[2] == 3) self.stop();
+    });
+    mono.set_leeway(2ms);
+    cr_assert(mono.leeway() == 2ms); /* 62,500 << 5: exact in 16 bits */
+    mono.start_at(std::chrono::steady_clock::now() + 5ms);
+    boot.start_at(tickloop::boot_clock::now() + 5ms);
+    wall.start_at(std::chrono::system_clock::now() + 2ms, 3ms);
+    cr_assert_eq(mono.clock(), TL_CLOCK_MONOTONIC);
+    cr_assert_eq(boot.clock(), TL_CLOCK_BOOTTIME);
+    cr_assert_eq(wall.clock(), TL_CLOCK_REALTIME);
+    cr_assert_eq(wall.repeat(), std::chrono::nanoseconds(3ms));
+    cr_assert_not(loop.run());
+    cr_assert_eq(fired[0], 1);
+    cr_assert_eq(fired[1], 1);
+    cr_assert_eq(fired[2], 3);
+    cr_assert_not(early);
+    /* A relative start makes it MONOTONIC again. */
+    boot.start(1ms);
+    cr_assert_eq(boot.clock(), TL_CLOCK_MONOTONIC);
+    boot.stop();
+}
+
 Test(cpp_wrapper, small_captures_do_not_allocate) {
     tickloop::Loop loop;
     int a = 0, b = 0, c = 0;

@@ -41,7 +41,37 @@ namespace tickloop {
 
 using std::chrono::nanoseconds;
 
+/* CLOCK_BOOTTIME as a std::chrono clock: steady, and it counts the time the
+ * system spends suspended (std::chrono::steady_clock, CLOCK_MONOTONIC in
+ * libstdc++ and libc++, does not). */
+struct boot_clock {
+    using duration = nanoseconds;
+    using rep = duration::rep;
+    using period = duration::period;
+    using time_point = std::chrono::time_point<boot_clock>;
+    static constexpr bool is_steady = true;
+    static time_point now() noexcept {
+        return time_point(nanoseconds((rep)tl_clock_now(TL_CLOCK_BOOTTIME)));
+    }
+};
+
 namespace detail {
+
+/* The tl_clock a std::chrono clock reads. */
+template <class Clock>
+struct clock_of;
+template <>
+struct clock_of<std::chrono::steady_clock> {
+    static constexpr tl_clock value = TL_CLOCK_MONOTONIC;
+};
+template <>
+struct clock_of<std::chrono::system_clock> {
+    static constexpr tl_clock value = TL_CLOCK_REALTIME;
+};
+template <>
+struct clock_of<boot_clock> {
+    static constexpr tl_clock value = TL_CLOCK_BOOTTIME;
+};
 
 inline int check(int r, const char *what) {
     if (r < 0) throw std::system_error(-r, std::generic_category(), what);
@@ -309,6 +339,25 @@ public:
         detail::check(tl_timer_start(raw(), &timer_, detail::to_ns(timeout), detail::to_ns(repeat)),
                       "tl_timer_start");
     }
+    /* Starts at an absolute time of steady_clock (TL_CLOCK_MONOTONIC),
+       system_clock (TL_CLOCK_REALTIME: follows wall-clock steps) or
+       boot_clock (TL_CLOCK_BOOTTIME); with a period, periodic without drift
+       (missed periods skipped). See tl_timer_start_at. */
+    template <class Clock, class Duration>
+    void start_at(std::chrono::time_point<Clock, Duration> when,
+                  nanoseconds period = nanoseconds(0)) {
+        auto since = std::chrono::duration_cast<nanoseconds>(when.time_since_epoch());
+        detail::check(tl_timer_start_at(raw(), &timer_, detail::clock_of<Clock>::value,
+                                        detail::to_ns(since), detail::to_ns(period)),
+                      "tl_timer_start_at");
+    }
+    /* How late it may fire, from its next start on (stored with 16
+       significant bits, rounded down). */
+    void set_leeway(nanoseconds leeway) {
+        detail::check(tl_timer_set_leeway(&timer_, detail::to_ns(leeway)), "tl_timer_set_leeway");
+    }
+    nanoseconds leeway() const noexcept { return nanoseconds(tl_timer_leeway(&timer_)); }
+    tl_clock clock() const noexcept { return tl_timer_clock(&timer_); }
     /* Restarts with the repeat interval (std::system_error if it is 0). */
     void again() { detail::check(tl_timer_again(raw(), &timer_), "tl_timer_again"); }
     void stop() noexcept { tl_timer_stop(raw(), &timer_); }
@@ -317,6 +366,7 @@ public:
         detail::check(tl_timer_set_ref(raw(), &timer_, ref), "tl_timer_set_ref");
     }
     bool active() const noexcept { return tl_timer_active(&timer_) != 0; }
+    /* On the timer's clock (clock()). */
     nanoseconds deadline() const noexcept { return nanoseconds(timer_.deadline); }
     nanoseconds repeat() const noexcept { return nanoseconds(timer_.repeat); }
     Loop &loop() const noexcept { return *loop_; }
