@@ -110,7 +110,8 @@ void disarm(tl_loop *loop, tl_timer *t) noexcept {
    or insert's error when t had to be re-inserted (it was queued or deferred,
    the backend has no reschedule, or it must be deferred), which leaves t
    inactive. */
-int rearm(tl_loop *loop, tl_timer *t, unsigned c, uint64_t deadline) noexcept {
+[[gnu::always_inline]] inline int rearm(tl_loop *loop, tl_timer *t, unsigned c,
+                                        uint64_t deadline) noexcept {
     const tl_timer_backend *b = loop->timer_backend;
     bool inside = !(t->flags & (TIMER_QUEUED | TIMER_DEFERRED));
     if (inside && !must_defer(loop, c, deadline) && b->reschedule) {
@@ -127,13 +128,21 @@ int rearm(tl_loop *loop, tl_timer *t, unsigned c, uint64_t deadline) noexcept {
 /* Pre: t active, owned by loop. Moves it to deadline on clock c (possibly
    another clock than its own: then out of one instance, into the other).
    Same result as rearm. */
-int move(tl_loop *loop, tl_timer *t, unsigned c, uint64_t deadline) noexcept {
+[[gnu::noinline]] int move(tl_loop *loop, tl_timer *t, unsigned c, uint64_t deadline) noexcept {
     if (timer_clock(t) == c) return rearm(loop, t, c, deadline);
     detach(loop, t);
     t->flags = (t->flags & ~TIMER_CLOCK_MASK) | c << TIMER_CLOCK_SHIFT;
     int r = place(loop, t, deadline);
     if (r < 0) deactivate(loop, t);
     return r;
+}
+
+/* tl_timer_start of an active timer on another clock or periodic: moves it
+   to deadline on MONOTONIC, no longer periodic. Kept out of the heartbeat's
+   inlined path. */
+[[gnu::noinline]] int make_relative(tl_loop *loop, tl_timer *t, uint64_t deadline) noexcept {
+    t->flags &= ~TIMER_PERIODIC;
+    return move(loop, t, TL_CLOCK_MONOTONIC, deadline);
 }
 
 /* The periodic re-arm: the first deadline + k * period (k >= 1) later than
@@ -302,17 +311,18 @@ TL_API int tl_timer_start(tl_loop *loop, tl_timer *t, uint64_t timeout_ns, uint6
     TL_CHECK_LOOP_THREAD(loop);
     uint64_t deadline = sat_add(loop->now, timeout_ns);
     if (t->flags & TIMER_ACTIVE) {
-        /* A relative timer is a MONOTONIC one: one on another clock moves. */
-        int r = t->flags & TIMER_CLOCK_MASK ? move(loop, t, TL_CLOCK_MONOTONIC, deadline)
-                                            : rearm(loop, t, TL_CLOCK_MONOTONIC, deadline);
+        /* A relative timer is a MONOTONIC one, not periodic: the heartbeat
+           (already one) tests one word and takes the inlined rearm. */
+        int r = t->flags & (TIMER_CLOCK_MASK | TIMER_PERIODIC)
+                    ? make_relative(loop, t, deadline)
+                    : rearm(loop, t, TL_CLOCK_MONOTONIC, deadline);
         if (r < 0) return r;
     } else {
         if (loop->max_timers && timers_active(loop) >= loop->max_timers) return -ENOSPC;
-        t->flags &= ~TIMER_CLOCK_MASK;
+        t->flags &= ~(TIMER_CLOCK_MASK | TIMER_PERIODIC);
         int r = arm(loop, t, deadline);
         if (r < 0) return r;
     }
-    t->flags &= ~TIMER_PERIODIC;
     t->repeat = repeat_ns;
     TL_DEBUG_VERIFY(loop, "tl_timer_start");
     return 0;

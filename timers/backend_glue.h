@@ -101,7 +101,8 @@ struct BackendGlue {
         impl(self).remove(t);
         verify(self, "remove");
     }
-    static void reschedule(void *self, tl_timer *t, uint64_t deadline) noexcept {
+    [[gnu::always_inline]] static void reschedule(void *self, tl_timer *t,
+                                                  uint64_t deadline) noexcept {
         impl(self).reschedule(t, deadline);
         verify(self, "reschedule");
     }

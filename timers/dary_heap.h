@@ -315,7 +315,7 @@ public:
 
     /* Pre: t inside. Post: t at deadline, ordered as if newly inserted, its
        leeway read anew (moving it between H0 and H1 if its class changed). */
-    void reschedule(tl_timer *t, uint64_t deadline) noexcept {
+    TL_HEAP_INLINE void reschedule(tl_timer *t, uint64_t deadline) noexcept {
         t->deadline = deadline;
         seq_of(t) = seq_++;
         /* No leeway in use and none asked for: H0 exactly as without leeway. */

@@ -31,8 +31,8 @@ namespace tl::detail {
 
 /* b->reschedule(self, t, deadline), without the indirect call for the
    backends listed above. Pre: b->reschedule is not NULL, t inside. */
-inline void reschedule(const tl_timer_backend *b, void *self, tl_timer *t,
-                       uint64_t deadline) noexcept {
+[[gnu::always_inline]] inline void reschedule(const tl_timer_backend *b, void *self, tl_timer *t,
+                                              uint64_t deadline) noexcept {
 #define TL_STATIC_RESCHEDULE(vtable, Impl)                                                         \
     if (b == &vtable) return BackendGlue<Impl>::reschedule(self, t, deadline);
     TL_STATIC_TIMER_BACKENDS(TL_STATIC_RESCHEDULE)
