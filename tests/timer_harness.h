@@ -116,6 +116,8 @@ public:
     uint64_t now() const { return now_; }
     uint64_t tick() const { return cfg_.tick_ns; }
     size_t size() const { return inside_.size(); }
+    /* The backend instance, for a backend's own hidden counters. */
+    void *instance() const { return self_; }
 
     /* The tick boundary at or after deadline (saturated): for a tick-order backend,
        next_expiry() may round the earliest deadline up to it, no further. */

@@ -14,9 +14,17 @@
  * waking at next_expiry rounded up to the tick would, and assert that every
  * timer then fires less than one tick after its deadline (wheels promise "at
  * most one tick late") and count the empty rounds.
+ *
+ * Leeway (wheel_core.h, "leeway"): woken at next_expiry, as the loop does,
+ * a timer with leeway fires inside [deadline, deadline + leeway] on its
+ * power-of-two grid, timers whose windows overlap share wake-ups, and on
+ * hwheel a leeway that covers the granularity of the level a timer is filed
+ * at keeps it from ever being cascaded (counted by the hidden
+ * tl_detail_hwheel_cascades).
  */
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <criterion/criterion.h>
@@ -460,5 +468,127 @@ Test(wheels, invariant_walker_catches_misplaced_timers) {
         items[2].timer.link[2] = link;
         cr_assert(tl_detail_timers_check(b, self) == nullptr);
         b->destroy(self);
+    }
+}
+
+namespace {
+
+struct LeewayDrive {
+    size_t wakeups = 0;
+    uint64_t cascades = 0; /* hwheel only */
+};
+
+/* Until empty: wake at next_expiry (no rounding), drain, and check that each
+ * timer fires inside its window [deadline, latest] and, when grid_ticks is
+ * set, on a multiple of that many ticks. Wake-ups count the drains that ran
+ * a timer. */
+LeewayDrive drive_by_expiry(Harness &h, uint64_t grid_ticks) {
+    LeewayDrive out;
+    size_t empty = 0;
+    while (h.size()) {
+        uint64_t now = std::max(h.now(), h.next_expiry());
+        std::vector<Item *> got = h.drain(now);
+        if (got.empty()) {
+            cr_assert(++empty <= 64, "%s: no progress at %llu", h.name(), (unsigned long long)now);
+            continue;
+        }
+        empty = 0;
+        ++out.wakeups;
+        for (Item *it : got) {
+            cr_assert(now <= it->latest, "%s: deadline %llu, window to %llu, fired at %llu: late",
+                      h.name(), (unsigned long long)it->timer.deadline,
+                      (unsigned long long)it->latest, (unsigned long long)now);
+            if (grid_ticks)
+                cr_assert(now % (grid_ticks * h.tick()) == 0,
+                          "%s: deadline %llu fired at %llu, off the %llu-tick grid", h.name(),
+                          (unsigned long long)it->timer.deadline, (unsigned long long)now,
+                          (unsigned long long)grid_ticks);
+        }
+    }
+    if (std::string(h.name()) == "hwheel") out.cascades = tl_detail_hwheel_cascades(h.instance());
+    return out;
+}
+
+} // namespace
+
+Test(wheels, leeway_fires_inside_the_window_on_a_shared_grid) {
+    /* 2,000 timers due 1-2 s from the start with leeway 10% of their delay
+       (100-200 ms: grids of 64 or 128 ticks) fire on multiples of 64 ticks,
+       at most ~1.2 s / 64 ms + 1 wake-ups, where leeway 0 takes one per
+       occupied tick. */
+    for (const char *name : kWheels)
+        for (uint64_t start : kStarts) {
+            LeewayDrive with[2];
+            for (int leeway = 0; leeway < 2; ++leeway) {
+                Harness h(name, start);
+                h.walk_every(64);
+                std::vector<Item> items = make_items(2000);
+                Rng rng{7};
+                for (Item &it : items) {
+                    uint64_t delay = 1000 * kTick + rng.below(1000 * kTick);
+                    h.insert(it, start + delay, leeway ? delay / 10 : 0);
+                }
+                with[leeway] = drive_by_expiry(h, leeway ? 64 : 0);
+            }
+            cr_log_info("%s, start %llu: %zu wake-ups with leeway 10%%, %zu without", name,
+                        (unsigned long long)start, with[1].wakeups, with[0].wakeups);
+            cr_assert(with[1].wakeups <= 1200 / 64 + 1, "%s: %zu wake-ups with leeway", name,
+                      with[1].wakeups);
+            cr_assert(with[0].wakeups >= 10 * with[1].wakeups,
+                      "%s: %zu wake-ups without leeway, %zu with: no coalescing", name,
+                      with[0].wakeups, with[1].wakeups);
+        }
+}
+
+Test(wheels, hwheel_leeway_covering_the_level_never_cascades) {
+    /* At a start whose low 36 bits of ticks are zero, a timer due d ticks on
+       with 64^L <= d < 64^(L+1) files at level L; a leeway of 64^L ticks puts
+       its fire tick at the start of its level-L slot (or of level L + 1's
+       slot 1), so it leaves from there. Without leeway the same timers
+       cascade down to level 0. */
+    for (uint64_t start : {uint64_t{0}, (uint64_t{3} << 36) * kTick}) {
+        uint64_t cascades[2];
+        for (int leeway = 0; leeway < 2; ++leeway) {
+            Harness h("hwheel", start);
+            h.walk_every(64);
+            std::vector<Item> items = make_items(4 * 250);
+            Rng rng{11};
+            for (size_t i = 0; i < items.size(); ++i) {
+                unsigned level = 1 + unsigned(i / 250);
+                uint64_t span = uint64_t{1} << (6 * level);
+                uint64_t d = span + rng.below(63 * span);
+                h.insert(items[i], start + d * kTick, leeway ? span * kTick : 0);
+            }
+            cascades[leeway] = drive_by_expiry(h, leeway ? 64 : 0).cascades;
+        }
+        cr_log_info("hwheel, start %llu: %llu cascades without leeway, %llu with",
+                    (unsigned long long)start, (unsigned long long)cascades[0],
+                    (unsigned long long)cascades[1]);
+        cr_assert(cascades[1] == 0, "hwheel: %llu timers cascaded with leeway",
+                  (unsigned long long)cascades[1]);
+        cr_assert(cascades[0] >= 1000,
+                  "hwheel: only %llu cascades without leeway: the counter "
+                  "does not count",
+                  (unsigned long long)cascades[0]);
+    }
+}
+
+Test(wheels, leeway_grid_survives_a_leeway_change_inside) {
+    /* The loop may set a new leeway on a timer inside; the wheel keeps the
+       grid it derived at insert, so the timer still fires in its window (the
+       harness's latest, captured at insert), and a reschedule takes the new
+       leeway. */
+    for (const char *name : kWheels) {
+        Harness h(name, kBigStart);
+        std::vector<Item> items = make_items(3);
+        uint64_t base = kBigStart / kTick * kTick;
+        h.insert(items[0], base + 1000 * kTick + 1, 500 * kTick); /* grid 256 */
+        h.insert(items[1], base + 1000 * kTick + 1, 0);
+        h.insert(items[2], base + 3000 * kTick + 1, 0);
+        Harness::set_leeway(items[0], 0);
+        Harness::set_leeway(items[1], TL_TIMER_LEEWAY_MAX);
+        h.reschedule(items[2], base + 2000 * kTick + 1); /* takes leeway 0 */
+        Harness::set_leeway(items[2], 900 * kTick);
+        drive_by_expiry(h, 0);
     }
 }

@@ -63,7 +63,8 @@
  *   within the slot's ticks, so max(slot_min, first ns of the slot) of the
  *   first slot is a lower bound of every deadline inside: next_expiry. A cancel
  *   leaves it stale but low, which is safe; the pop it causes refreshes it.
- * - Ready timers have e <= cur; ready_min is a lower bound of their deadlines.
+ * - Ready timers have e <= cur, or a deadline that had passed when a cascade
+ *   put them there; ready_min is a lower bound of their deadlines.
  * - Occupancy bits are set exactly for the non-empty slots, summary bits
  *   exactly for the non-empty levels, and count is the number of timers.
  *
@@ -79,6 +80,14 @@
  * Within a tick, timers whose deadline is not a multiple of tick_ns are
  * returned before those that are, so the order is monotonic both in the fire
  * tick and in floor(deadline / tick_ns).
+ *
+ * Leeway (wheel_core.h): a timer's fire tick is on its grid, and it is due
+ * at that tick's instant. A grid of 64^L ticks or more puts the fire tick at
+ * the start of its level-L slot, so such a timer leaves from level L without
+ * being cascaded, as the kernel's wheel fires a level's timers; a cascade
+ * also hands out every timer on a grid whose deadline has passed (once now
+ * reaches the slot's least due time), in any order within its window.
+ * cascaded_ counts the timers a cascade re-files (tl_detail_hwheel_cascades).
  */
 #include <cerrno>
 
@@ -122,6 +131,8 @@ class HWheel : public MallocNew {
     ReadyList ready_;
     uint64_t cur_;
     size_t count_ = 0;
+    uint64_t cascaded_ = 0; /* timers re-filed by cascades, for benchmarks */
+    uint64_t last_now_ = 0; /* the last now given, for the walker */
     TickClock clock_;
 
     static unsigned id_of(const tl_timer *t) noexcept { return unsigned(slot_id(t)); }
@@ -134,10 +145,10 @@ class HWheel : public MallocNew {
 
     static uint64_t span(unsigned level) noexcept { return uint64_t(1) << (kSlotBits * level); }
 
-    /* Pre: t in no list, e = t's fire tick. Post: t filed relative to cur (in
-       the ready list if e < cur), bitmaps and minimum updated. Does not touch
-       count. */
-    void file(tl_timer *t, uint64_t e) noexcept {
+    /* Pre: t in no list, e = t's fire tick on grid (its grid bits). Post: t
+       filed relative to cur (in the ready list if e < cur), bitmaps and
+       minimum updated. Does not touch count. */
+    void file(tl_timer *t, uint64_t e, uintptr_t grid) noexcept {
         if (e < cur_) {
             ready_.push(t, true);
             return;
@@ -146,15 +157,16 @@ class HWheel : public MallocNew {
         unsigned slot = unsigned(e >> (kSlotBits * level)) & (kSlots - 1);
         tl_timer *&head = slots_[level][slot];
         uint64_t &min = slot_min_[level][slot];
+        uint64_t due = clock_.due(t->deadline, e, grid);
         if (!head) {
-            min = t->deadline;
+            min = due;
             occupied_[level] |= bit(slot);
             levels_ |= bit(level);
-        } else if (t->deadline < min) {
-            min = t->deadline;
+        } else if (due < min) {
+            min = due;
         }
         list_push(head, t, !clock_.aligned(t->deadline, e));
-        t->link[2] = uintptr_t(level * kSlots + slot);
+        t->link[2] = grid | uintptr_t(level * kSlots + slot);
     }
 
     /* Pre: t inside. Post: t in no list; bits cleared if its slot emptied.
@@ -183,30 +195,47 @@ class HWheel : public MallocNew {
     }
 
     /* Pre: (level, slot) is the first occupied slot, level > 0, it starts at
-       or before now's tick + 1. Post: cur = its start; its timers re-filed,
-       each at a lower level (or where a lazy deadline now says). */
-    void cascade(unsigned level, unsigned slot, uint64_t slot_start) noexcept {
+       or before now's tick + 1, the ready list is empty. Post: cur = its
+       start; in the ready list, its timers whose fire tick is that start and
+       that are due by now, and those on a grid whose deadline has passed
+       (inside their window: the slot is emptied no later than its least due
+       time, and only once now reaches that, so that nothing comes out
+       before next_expiry); the others re-filed, each at a lower level (or
+       where a lazy deadline now says). So a timer on a grid of 64^level ticks
+       or more, whose fire tick starts its slot, is never cascaded, and one on
+       a finer grid is not either once its deadline has passed. */
+    void cascade(unsigned level, unsigned slot, uint64_t slot_start, uint64_t now) noexcept {
+        uint64_t early = slot_min_[level][slot] <= now ? now : 0;
         tl_timer *t = take_slot(level, slot);
         cur_ = slot_start;
         while (t) {
             tl_timer *n = next_of(t);
-            file(t, clock_.fire_tick(t->deadline));
+            uintptr_t grid = t->link[2] & kGridMask;
+            uint64_t f = clock_.fire_tick(t->deadline, grid);
+            if (f == slot_start ? clock_.due(t->deadline, f, grid) <= now
+                                : grid && t->deadline <= early) {
+                ready_.push(t, !clock_.aligned(t->deadline, f));
+            } else {
+                file(t, f, grid);
+                ++cascaded_;
+            }
             t = n;
         }
     }
 
     /* Pre: level-0 slot is the first occupied, its tick slot_start is now's
-       tick + 1. Post: cur = slot_start; its timers with deadline <= now are in
-       the ready list, the rest back in the slot with an exact minimum. */
+       tick + 1. Post: cur = slot_start; its timers due by now are in the
+       ready list, the rest back in the slot with an exact minimum. */
     void collect_partial(unsigned slot, uint64_t slot_start, uint64_t now) noexcept {
         tl_timer *t = take_slot(0, slot);
         cur_ = slot_start;
         while (t) {
             tl_timer *n = next_of(t);
-            if (t->deadline <= now)
+            uintptr_t grid = t->link[2] & kGridMask;
+            if (clock_.due(t->deadline, slot_start, grid) <= now)
                 ready_.push(t, true);
             else
-                file(t, slot_start); /* back here: e == slot_start, never lazy */
+                file(t, slot_start, grid); /* back here: f == slot_start, never lazy */
             t = n;
         }
     }
@@ -228,9 +257,16 @@ public:
        t inside, filed at the level and slot of its fire tick (ready if that
        tick has passed). O(1); never fails, never allocates. */
     int insert(tl_timer *t) noexcept {
-        file(t, clock_.fire_tick(t->deadline));
+        if (t->flags & kLeewayMask) [[unlikely]]
+            insert_on_grid(t);
+        else
+            file(t, clock_.fire_tick(t->deadline), 0);
         ++count_;
         return 0;
+    }
+    [[gnu::noinline]] void insert_on_grid(tl_timer *t) noexcept {
+        uintptr_t grid = clock_.grid_for(t, t->deadline);
+        file(t, clock_.fire_tick(t->deadline, grid), grid);
     }
 
     /* Pre: t inside. Post: t not inside. O(1): the slot id is in t. */
@@ -246,7 +282,20 @@ public:
        no list. Earlier: moved now. Level-0 slots are single ticks with ordered
        halves, so there a change of tick or of alignment is a move (also O(1)). */
     void reschedule(tl_timer *t, uint64_t deadline) noexcept {
-        uint64_t e = clock_.fire_tick(deadline);
+        /* Without leeway the new grid is 0 (the old one does not matter:
+           the in-place paths compare e with the slot's start). */
+        if (t->flags & kLeewayMask) [[unlikely]]
+            reschedule_on_grid(t, deadline);
+        else
+            reschedule_to(t, deadline, clock_.fire_tick(deadline), 0);
+    }
+    [[gnu::noinline]] void reschedule_on_grid(tl_timer *t, uint64_t deadline) noexcept {
+        uintptr_t grid = clock_.grid_for(t, deadline);
+        reschedule_to(t, deadline, clock_.fire_tick(deadline, grid), grid);
+    }
+    /* e: the fire tick of deadline on grid. */
+    [[gnu::always_inline]] void reschedule_to(tl_timer *t, uint64_t deadline, uint64_t e,
+                                              uintptr_t grid) noexcept {
         unsigned id = id_of(t);
         if (id != kReady && e >= cur_) {
             unsigned level = id / kSlots, slot = id % kSlots;
@@ -256,38 +305,48 @@ public:
                 if (e == slot_start &&
                     clock_.aligned(deadline, e) == clock_.aligned(t->deadline, e)) {
                     t->deadline = deadline;
-                    if (deadline < min) min = deadline;
+                    t->link[2] = id | grid;
+                    uint64_t due = clock_.due(deadline, e, grid);
+                    if (due < min) min = due;
                     return;
                 }
             } else if (e >= slot_start) {
                 t->deadline = deadline;
-                if (deadline < min) min = deadline;
-                t->link[2] = id | (e - slot_start >= span(level) ? kLazy : 0);
+                uint64_t due = clock_.due(deadline, e, grid);
+                if (due < min) min = due;
+                t->link[2] = id | grid | (e - slot_start >= span(level) ? kLazy : 0);
                 return;
             }
         }
-        move(t, deadline, e);
+        move(t, deadline, e, grid);
     }
 
     /* reschedule's slow path, out of line so that the in-place paths above
        need no saved registers. */
-    [[gnu::noinline]] void move(tl_timer *t, uint64_t deadline, uint64_t e) noexcept {
+    [[gnu::noinline]] void move(tl_timer *t, uint64_t deadline, uint64_t e,
+                                uintptr_t grid) noexcept {
         unfile(t);
         t->deadline = deadline;
-        file(t, e);
+        file(t, e, grid);
     }
 
-    /* A lower bound of every deadline inside (exact unless a cancel or a lazy
-       reschedule left a slot's minimum low): no timer fires before it, and
-       popping at it returns a timer or moves the stale slot on. */
+    /* A lower bound of every due time inside (the deadline, or later for a
+       timer on a grid; exact unless a cancel or a lazy reschedule left a
+       slot's minimum low): no timer fires before it, and popping at it
+       returns a timer or moves the stale slot on. */
     uint64_t next_expiry() const noexcept {
-        if (ready_.head) return ready_.min;
-        if (!levels_) return UINT64_MAX;
-        unsigned level = unsigned(__builtin_ctzll(levels_));
-        unsigned slot = unsigned(__builtin_ctzll(occupied_[level]));
-        uint64_t lower = clock_.first_ns(start(level, slot));
-        uint64_t min = slot_min_[level][slot];
-        return min > lower ? min : lower;
+        uint64_t next = UINT64_MAX;
+        if (levels_) {
+            unsigned level = unsigned(__builtin_ctzll(levels_));
+            unsigned slot = unsigned(__builtin_ctzll(occupied_[level]));
+            uint64_t lower = clock_.first_ns(start(level, slot));
+            uint64_t min = slot_min_[level][slot];
+            next = min > lower ? min : lower;
+        }
+        /* Ready timers taken early by a cascade may sit before slots with
+           earlier deadlines: the lesser of the two. */
+        if (ready_.head && ready_.min < next) next = ready_.min;
+        return next;
     }
 
     /* Pre: now >= every earlier now. Post: returns a timer with fire tick <=
@@ -296,6 +355,7 @@ public:
        after a partial tick) and every slot that started by then cascaded. */
     tl_timer *pop_expired(uint64_t now) noexcept {
         uint64_t nt = clock_.now_tick(now);
+        last_now_ = now;
         for (;;) {
             if (ready_.head) {
                 --count_;
@@ -309,7 +369,7 @@ public:
                 /* Only the tick after now's can hold a deadline <= now. */
                 if (slot_start - nt > 1 || slot_min_[level][slot] > now) break;
                 if (level > 0) {
-                    cascade(level, slot, slot_start);
+                    cascade(level, slot, slot_start, now);
                 } else {
                     collect_partial(slot, slot_start, now);
                     if (!ready_.head) break; /* the minimum was stale; it is exact now */
@@ -317,7 +377,7 @@ public:
                 continue;
             }
             if (level > 0) {
-                cascade(level, slot, slot_start);
+                cascade(level, slot, slot_start, now);
                 continue;
             }
             /* Level 0 holds exact timers only (lazy ones exist above it): the
@@ -333,10 +393,12 @@ public:
     }
 
     size_t count() const noexcept { return count_; }
+    uint64_t cascaded() const noexcept { return cascaded_; }
 
     const char *check() const noexcept {
         size_t seen = 0;
-        if (const char *broken = ready_.check(clock_, cur_, seen, count_, "hwheel")) return broken;
+        if (const char *broken = ready_.check(clock_, cur_, last_now_, seen, count_, "hwheel"))
+            return broken;
         uint64_t levels = 0;
         for (unsigned level = 0; level < kLevels; ++level) {
             for (unsigned slot = 0; slot < kSlots; ++slot) {
@@ -368,7 +430,7 @@ public:
                     if (id_of(t) != level * kSlots + slot)
                         return check_failed("hwheel: timer in slot %u/%u records slot id %u", level,
                                             slot, id_of(t));
-                    uint64_t e = clock_.fire_tick(t->deadline);
+                    uint64_t e = clock_.fire_tick(t);
                     if (!(t->link[2] & kLazy)) {
                         unsigned want_level = level_of(cur_, e);
                         unsigned want_slot = unsigned(e >> (kSlotBits * want_level)) & (kSlots - 1);
@@ -382,10 +444,11 @@ public:
                                             "slot %u/%u that needs none",
                                             (unsigned long long)e, level, slot);
                     }
-                    if (min > t->deadline)
-                        return check_failed("hwheel: slot %u/%u minimum %llu above deadline %llu",
+                    uint64_t due = clock_.due(t->deadline, e, t->link[2]);
+                    if (min > due)
+                        return check_failed("hwheel: slot %u/%u minimum %llu above due time %llu",
                                             level, slot, (unsigned long long)min,
-                                            (unsigned long long)t->deadline);
+                                            (unsigned long long)due);
                     t = next_of(t);
                 } while (t != head);
             }
@@ -408,3 +471,7 @@ const char *hwheel_check(void *self) {
 }
 
 } // namespace tl::detail
+
+uint64_t tl_detail_hwheel_cascades(void *self) {
+    return tl::detail::BackendGlue<tl::detail::HWheel>::impl(self).cascaded();
+}

@@ -27,6 +27,11 @@ extern "C" {
  * same self. */
 const char *tl_detail_timers_check(const tl_timer_backend *b, void *self);
 
+/* How many timers an hwheel instance (self, from hwheel's create) has
+ * re-filed in cascades since it was created: for benchmarks and tests of
+ * leeway's "never cascaded". */
+uint64_t tl_detail_hwheel_cascades(void *self);
+
 #ifdef __cplusplus
 }
 

@@ -57,6 +57,11 @@
  * Within a tick, timers whose deadline is not a multiple of tick_ns are
  * returned before those that are, so the order is monotonic both in the fire
  * tick and in floor(deadline / tick_ns).
+ *
+ * Leeway (wheel_core.h): a timer's fire tick is on its grid and its slot is
+ * that tick's; it is due at the tick's instant. A timer on a grid that is
+ * rescheduled to a later deadline may get an earlier fire tick (a finer
+ * grid), so it is left lazy only when its new fire tick is no earlier.
  */
 #include <cerrno>
 #include <cstdlib>
@@ -132,23 +137,24 @@ class Wheel : public MallocNew {
         ready_.push(t, !clock_.aligned(t->deadline, e));
     }
 
-    /* Pre: t in no list, e = its fire tick. Post: t in slot e mod N (marked
-       active if e is in the window), or in the ready list if e < cur. Does not
-       touch count. */
-    void file(tl_timer *t, uint64_t e) noexcept {
+    /* Pre: t in no list, e = its fire tick on grid (its grid bits). Post: t
+       in slot e mod N (marked active if e is in the window), or in the ready
+       list if e < cur. Does not touch count. */
+    void file(tl_timer *t, uint64_t e, uintptr_t grid) noexcept {
         if (e < cur_) {
             push_ready(t, e);
             return;
         }
         size_t s = size_t(e & mask_);
+        uint64_t due = clock_.due(t->deadline, e, grid);
         if (!slots_[s]) {
-            slot_min_[s] = t->deadline;
+            slot_min_[s] = due;
             bit_set(occupied_, s);
-        } else if (t->deadline < slot_min_[s]) {
-            slot_min_[s] = t->deadline;
+        } else if (due < slot_min_[s]) {
+            slot_min_[s] = due;
         }
         list_push(slots_[s], t, true);
-        t->link[2] = s;
+        t->link[2] = grid | s;
         if (window_valid_) {
             if (e < window_)
                 window_valid_ = false; /* earlier than the window: rebuild it */
@@ -175,7 +181,7 @@ class Wheel : public MallocNew {
     }
 
     /* Pre: the ready list is empty, slot s is visited at tick T, limit <=
-       clock_.time_of(T). Post: its timers with deadline <= limit are in the ready list
+       clock_.time_of(T). Post: its timers due by limit are in the ready list
        (unaligned deadlines first), its lazy ones re-filed where their fire
        tick says, slot_min[s] is exact, and s is active only if a timer of
        tick T is left. */
@@ -184,16 +190,19 @@ class Wheel : public MallocNew {
         uint64_t min = UINT64_MAX;
         while (t) {
             tl_timer *n = next_of(t);
-            if (t->deadline <= limit) {
+            uintptr_t grid = t->link[2] & kGridMask;
+            uint64_t f = clock_.fire_tick(t->deadline, grid);
+            uint64_t due = clock_.due(t->deadline, f, grid);
+            if (due <= limit) {
                 push_ready(t, T);
-            } else if ((t->link[2] & kLazy) && (clock_.fire_tick(t->deadline) & mask_) != s) {
-                /* Its fire tick is after T (deadline > limit), in another
-                   slot: never behind cur, never before the window. */
-                file(t, clock_.fire_tick(t->deadline));
+            } else if ((t->link[2] & kLazy) && (f & mask_) != s) {
+                /* Its fire tick is after T (due > limit), in another slot:
+                   never behind cur, never before the window. */
+                file(t, f, grid);
             } else {
-                t->link[2] = s;
+                t->link[2] = grid | s;
                 list_push(slots_[s], t, true);
-                if (t->deadline < min) min = t->deadline;
+                if (due < min) min = due;
             }
             t = n;
         }
@@ -300,9 +309,16 @@ public:
        t inside, in the slot of its fire tick (the ready list if that tick has
        passed). O(1), never fails, never allocates. */
     int insert(tl_timer *t) noexcept {
-        file(t, clock_.fire_tick(t->deadline));
+        if (t->flags & kLeewayMask) [[unlikely]]
+            insert_on_grid(t);
+        else
+            file(t, clock_.fire_tick(t->deadline), 0);
         ++count_;
         return 0;
+    }
+    [[gnu::noinline]] void insert_on_grid(tl_timer *t) noexcept {
+        uintptr_t grid = clock_.grid_for(t, t->deadline);
+        file(t, clock_.fire_tick(t->deadline, grid), grid);
     }
 
     /* Pre: t inside. Post: t not inside. O(1). */
@@ -318,21 +334,42 @@ public:
        O(1) and touches no list). An earlier one is moved at once: an unlink
        and a push, also O(1). */
     void reschedule(tl_timer *t, uint64_t deadline) noexcept {
-        uint64_t e = clock_.fire_tick(deadline);
-        if (t->link[2] != kReady && e >= cur_) {
-            size_t s = size_t(slot_id(t));
+        /* Without leeway the new grid is 0 (the old one may not be). */
+        if (t->flags & kLeewayMask) [[unlikely]]
+            reschedule_on_grid(t, deadline);
+        else
+            reschedule_to(t, deadline, clock_.fire_tick(deadline), 0);
+    }
+    [[gnu::noinline]] void reschedule_on_grid(tl_timer *t, uint64_t deadline) noexcept {
+        uintptr_t grid = clock_.grid_for(t, deadline);
+        reschedule_to(t, deadline, clock_.fire_tick(deadline, grid), grid);
+    }
+    /* e: the fire tick of deadline on grid. */
+    [[gnu::always_inline]] void reschedule_to(tl_timer *t, uint64_t deadline, uint64_t e,
+                                              uintptr_t grid) noexcept {
+        uintptr_t link = t->link[2];
+        if (link != kReady && e >= cur_) {
+            /* The slot, with the grid bits of a timer on a grid. */
+            size_t s = size_t(link & ~kLazy);
             if ((e & mask_) != s) {
+                /* Left in place only if its slot is walked by e: the old
+                   fire tick is no later (on a grid, see lazy_from_grid). */
+                if (s > kReady) [[unlikely]] {
+                    lazy_from_grid(t, deadline, e, grid);
+                    return;
+                }
                 if (deadline < t->deadline) {
-                    move(t, deadline, e);
+                    move(t, deadline, e, grid);
                     return;
                 }
                 t->deadline = deadline;
-                t->link[2] = s | kLazy;
+                t->link[2] = s | kLazy | grid;
                 return;
             }
-            t->link[2] = s;
+            t->link[2] = s | grid;
             t->deadline = deadline;
-            if (deadline < slot_min_[s]) slot_min_[s] = deadline;
+            uint64_t due = clock_.due(deadline, e, grid);
+            if (due < slot_min_[s]) slot_min_[s] = due;
             if (window_valid_) {
                 if (e < window_)
                     window_valid_ = false;
@@ -341,19 +378,34 @@ public:
             }
             return;
         }
-        move(t, deadline, e);
+        move(t, deadline, e, grid);
+    }
+
+    /* reschedule of a timer on a grid (in a slot) to fire tick e: left in
+       place (lazy) only in another slot and if e is no earlier than its fire
+       tick now (a later deadline may have an earlier fire tick on a finer
+       grid); else moved, even within its slot (rare: leeway changed). */
+    [[gnu::noinline]] void lazy_from_grid(tl_timer *t, uint64_t deadline, uint64_t e,
+                                          uintptr_t grid) noexcept {
+        if (deadline < t->deadline || e < clock_.fire_tick(t) || (e & mask_) == slot_id(t)) {
+            move(t, deadline, e, grid);
+            return;
+        }
+        t->deadline = deadline;
+        t->link[2] = slot_id(t) | kLazy | grid;
     }
 
     /* reschedule's slow path, out of line so that the in-place paths above
        need no saved registers. */
-    [[gnu::noinline]] void move(tl_timer *t, uint64_t deadline, uint64_t e) noexcept {
+    [[gnu::noinline]] void move(tl_timer *t, uint64_t deadline, uint64_t e,
+                                uintptr_t grid) noexcept {
         unfile(t);
         t->deadline = deadline;
-        file(t, e);
+        file(t, e, grid);
     }
 
-    /* A lower bound of every deadline inside, exact unless a cancel or a lazy
-       reschedule left a
+    /* A lower bound of every due time inside (the deadline, or later for a
+       timer on a grid), exact unless a cancel or a lazy reschedule left a
        minimum stale: the ready list's; else the minimum of the first slot due
        in the window; else the horizon. */
     uint64_t next_expiry() noexcept {
@@ -401,7 +453,8 @@ public:
 
     const char *check() const noexcept {
         size_t seen = 0;
-        if (const char *broken = ready_.check(clock_, cur_, seen, count_, "wheel")) return broken;
+        if (const char *broken = ready_.check(clock_, cur_, 0, seen, count_, "wheel"))
+            return broken;
         if (mask_ + 1 < 64 && (occupied_[0] | active_[0]) >> (mask_ + 1))
             return check_failed("wheel: bitmap bits beyond slot %llu", (unsigned long long)mask_);
         for (size_t s = 0; s <= mask_; ++s) {
@@ -424,7 +477,7 @@ public:
                 if (slot_id(t) != s)
                     return check_failed("wheel: timer in slot %zu records slot %llu", s,
                                         (unsigned long long)t->link[2]);
-                uint64_t e = clock_.fire_tick(t->deadline);
+                uint64_t e = clock_.fire_tick(t);
                 if (((e & mask_) != s) != lazy)
                     return check_failed("wheel: timer with tick %llu in slot %zu, %s",
                                         (unsigned long long)e, s, lazy ? "lazy" : "not lazy");
@@ -440,9 +493,10 @@ public:
                 if (e < cur_)
                     return check_failed("wheel: timer with tick %llu in slot %zu behind cur %llu",
                                         (unsigned long long)e, s, (unsigned long long)cur_);
-                if (min > t->deadline)
-                    return check_failed("wheel: slot %zu minimum %llu above deadline %llu", s,
-                                        (unsigned long long)min, (unsigned long long)t->deadline);
+                uint64_t due = clock_.due(t->deadline, e, t->link[2]);
+                if (min > due)
+                    return check_failed("wheel: slot %zu minimum %llu above due time %llu", s,
+                                        (unsigned long long)min, (unsigned long long)due);
                 if (window_valid_ && e < window_)
                     return check_failed("wheel: timer with tick %llu before the window at %llu",
                                         (unsigned long long)e, (unsigned long long)window_);

@@ -18,9 +18,30 @@
  * - lazy:      a timer rescheduled later and left in its old slot; the walk
  *              of that slot (due no later than the old deadline) re-files it.
  *
- * The shared code below: TickClock (tick arithmetic without a divide), the
- * bitmap helpers, slot ids with the one lazy mark, and ReadyList (the ready
- * list, its minimum and its walker); slot_list.h has the lists themselves.
+ * - leeway:    a timer with leeway (tl_timer_leeway) of at least two ticks
+ *              gets a grid 2^g ticks, the largest power of two of ticks
+ *              within its leeway, and its fire tick is rounded up to a
+ *              multiple of it: f = ceil(e / 2^g) * 2^g. Since e * tick <
+ *              deadline + tick, f * tick < deadline + 2^g * tick <= deadline
+ *              + leeway: the timer still fires inside its window, and timers
+ *              whose windows overlap share a wake-up (the grid is the
+ *              clock's, so even timers of other loops and processes with the
+ *              same tick do). On hwheel a grid of 64^L ticks or more makes f
+ *              the start of its level-L slot: the timer is handed out from
+ *              that level and never cascaded (the Linux wheel's idea). g
+ *              lives in the timer (link[2]) because the loop may change the
+ *              leeway while the timer is inside; leeway 0 gives g = 0 and
+ *              f = e, the wheels as they were.
+ * - due:       when pop_expired may hand a timer out: its deadline, or for a
+ *              timer on a grid the instant f * tick (never before the
+ *              deadline). Slot minimums bound due times, so next_expiry() is
+ *              the grid instant, not the deadline, and the loop sleeps until
+ *              then.
+ *
+ * The shared code below: TickClock (tick arithmetic without a divide, fire
+ * ticks with the grid, due times), the bitmap helpers, the link[2] layout,
+ * and ReadyList (the ready list, its minimum and its walker); slot_list.h has
+ * the lists themselves.
  *
  * Defaults, used when the loop options leave tick_ns / wheel_slots at 0:
  * - kDefaultTickNs = 1 ms: the granularity people expect of I/O timeouts
@@ -44,13 +65,19 @@ namespace tl::detail {
 inline constexpr uint64_t kDefaultTickNs = 1000000;
 inline constexpr uint32_t kDefaultWheelSlots = 4096;
 
-/* link[2] of a timer inside a wheel: the id of the slot it is in (each wheel
- * numbers its slots from 0), kReady in the ready list, plus kLazy when it was
- * rescheduled later and left in place. Slot ids stay below kReady. */
+/* link[2] of a timer inside a wheel, in 31 bits (so also in a 32-bit word):
+ * - bits 0-23: the id of the slot it is in (each wheel numbers its slots from
+ *   0), or kReady in the ready list (then alone: link[2] == kReady); slot
+ *   ids stay below kReady;
+ * - bits 24-29: its grid exponent g (see "leeway" below), set at insert and
+ *   reschedule from the leeway then in the flags;
+ * - bit 30: kLazy when it was rescheduled later and left in place. */
+inline constexpr unsigned kGridShift = 24;
+inline constexpr uintptr_t kReady = (uintptr_t(1) << kGridShift) - 1;
+inline constexpr uintptr_t kGridMask = uintptr_t(63) << kGridShift;
 inline constexpr uintptr_t kLazy = uintptr_t(1) << 30;
-inline constexpr uintptr_t kReady = kLazy - 1;
 inline constexpr uintptr_t slot_id(const tl_timer *t) noexcept {
-    return t->link[2] & ~kLazy;
+    return t->link[2] & kReady;
 }
 
 __extension__ typedef unsigned __int128 wheel_u128;
@@ -116,6 +143,42 @@ public:
     /* Whether a deadline lies on its fire tick's boundary. e * tick wraps
        only above UINT64_MAX, and then cannot equal the deadline. */
     bool aligned(uint64_t deadline, uint64_t e) const noexcept { return e * tick_ == deadline; }
+
+    /* The grid bits (already at kGridShift) for a timer with t's leeway that
+       is given this deadline: 0 without leeway (one test on the hot path). */
+    uintptr_t grid_for(const tl_timer *t, uint64_t deadline) const noexcept {
+        if (!(t->flags & kLeewayMask)) return 0;
+        return grid_of(timer_leeway(t), deadline);
+    }
+
+    /* g = floor(log2(leeway in whole ticks)), 0 under two ticks; the leeway
+       is clipped at UINT64_MAX - deadline, so that f * tick never wraps. */
+    [[gnu::noinline]] uintptr_t grid_of(uint64_t leeway, uint64_t deadline) const noexcept {
+        if (leeway > UINT64_MAX - deadline) leeway = UINT64_MAX - deadline;
+        uint64_t r;
+        uint64_t ticks = floor(leeway, r);
+        if (ticks < 2) return 0;
+        return uintptr_t(63 - __builtin_clzll(ticks)) << kGridShift;
+    }
+
+    /* The fire tick of deadline on the grid in link2 (a timer's link[2], or
+       its grid bits alone). */
+    uint64_t fire_tick(uint64_t deadline, uintptr_t link2) const noexcept {
+        uint64_t e = fire_tick(deadline);
+        uint64_t mask = (uint64_t(1) << ((link2 & kGridMask) >> kGridShift)) - 1;
+        return (e + mask) & ~mask;
+    }
+    /* A timer's fire tick, from its deadline and its recorded grid. */
+    uint64_t fire_tick(const tl_timer *t) const noexcept {
+        return fire_tick(t->deadline, t->link[2]);
+    }
+
+    /* When a timer with fire tick f (from fire_tick above) is due: its
+       deadline, or on a grid the instant of f itself (>= the deadline, and
+       no wrap: f * tick <= deadline + leeway). */
+    uint64_t due(uint64_t deadline, uint64_t f, uintptr_t link2) const noexcept {
+        return link2 & kGridMask ? f * tick_ : deadline;
+    }
 };
 
 /* Occupancy bitmaps: one bit per slot in 64-bit words, scanned with ctz. */
@@ -137,6 +200,8 @@ struct ReadyList {
     tl_timer *head = nullptr;
     uint64_t min = 0; /* ns; meaningful while head */
 
+    /* link[2] becomes exactly kReady: a ready timer's grid no longer
+       matters (a reschedule moves it and derives a new one). */
     void push(tl_timer *t, bool front) noexcept {
         if (!head || t->deadline < min) min = t->deadline;
         list_push(head, t, front);
@@ -150,9 +215,10 @@ struct ReadyList {
     void unlink(tl_timer *t) noexcept { list_unlink(head, t); }
 
     /* The walker's part: links, ids, minimum; counts into seen, at most limit.
-       NULL or the first broken invariant. due_by: every fire tick <= it. */
-    const char *check(const TickClock &clock, uint64_t due_by, size_t &seen, size_t limit,
-                      const char *who) const noexcept {
+       NULL or the first broken invariant. due_by: every fire tick <= it,
+       except for timers with a deadline <= passed (taken early on a grid). */
+    const char *check(const TickClock &clock, uint64_t due_by, uint64_t passed, size_t &seen,
+                      size_t limit, const char *who) const noexcept {
         if (!head) return nullptr;
         const tl_timer *t = head;
         do {
@@ -163,8 +229,8 @@ struct ReadyList {
             if (t->link[2] != kReady)
                 return check_failed("%s: ready timer records slot %#llx", who,
                                     (unsigned long long)t->link[2]);
-            uint64_t e = clock.fire_tick(t->deadline);
-            if (e > due_by)
+            uint64_t e = clock.fire_tick(t);
+            if (e > due_by && t->deadline > passed)
                 return check_failed("%s: ready timer with fire tick %llu after cur %llu", who,
                                     (unsigned long long)e, (unsigned long long)due_by);
             if (min > t->deadline)
