@@ -592,3 +592,54 @@ Test(wheels, leeway_grid_survives_a_leeway_change_inside) {
         drive_by_expiry(h, 0);
     }
 }
+
+Test(wheels, leeway_with_other_ticks_slot_counts_and_the_end_of_time) {
+    /* Grids at ticks of 1 ns, 3 ns and about 1 s, on 1 and 64 slots, and
+       deadlines + leeways up to UINT64_MAX (the grid is clipped there so
+       that a fire tick's time never wraps): drained the loop's way, with
+       reschedules that change a timer's leeway, the walker after every
+       operation, never early and never past the window plus a tick. */
+    struct Case {
+        const char *name;
+        tl_timer_config cfg;
+    };
+    const Case cases[] = {{"wheel", {1, 1}},  {"wheel", {3, 64}}, {"wheel", {1000000007, 2}},
+                          {"hwheel", {1, 0}}, {"hwheel", {3, 0}}, {"hwheel", {1000000007, 0}}};
+    const uint64_t starts[] = {0, kBigStart, UINT64_MAX - (uint64_t{1} << 40)};
+    for (const Case &c : cases)
+        for (uint64_t start : starts) {
+            Harness h(c.name, start, c.cfg);
+            const uint64_t tick = h.tick();
+            std::vector<Item> items = make_items(600);
+            Rng rng{start ^ tick};
+            auto leeway = [&] {
+                uint64_t r = rng.below(5);
+                if (r == 0) return uint64_t{0};
+                if (r == 1) return rng.below(3 * tick) + 1;
+                if (r == 2) return rng.below(200 * tick) + 1;
+                if (r == 3) return rng.below(uint64_t{1} << 44) + 1;
+                return TL_TIMER_LEEWAY_MAX;
+            };
+            auto deadline = [&](uint64_t from) {
+                uint64_t room = UINT64_MAX - from;
+                uint64_t r = rng.below(4);
+                uint64_t span = r == 0 ? 100 * tick : r == 1 ? uint64_t{1} << 30 : room;
+                return from + rng.below(std::min(span, room) + 1);
+            };
+            size_t used = 0;
+            for (; used < 400; ++used) h.insert(items[used], deadline(start), leeway());
+            h.drain_by_wakeup([&](uint64_t now, const std::vector<Item *> &got) {
+                if (now == UINT64_MAX) return; /* time ends: nothing can be started later */
+                if (used < items.size() && rng.below(2) == 0)
+                    h.insert(items[used++], deadline(now), leeway());
+                if (!got.empty() && rng.below(3) == 0) {
+                    Item &again = *got[0];
+                    h.insert(again, deadline(now), leeway());
+                    Harness::set_leeway(again, leeway());
+                    h.reschedule(again, deadline(now));
+                }
+            });
+            cr_assert(h.size() == 0, "%s tick %llu: %zu timers left", c.name,
+                      (unsigned long long)tick, h.size());
+        }
+}
