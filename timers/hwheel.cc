@@ -123,7 +123,8 @@ inline unsigned level_of(uint64_t cur, uint64_t e) noexcept {
     return unsigned(63 - __builtin_clzll((cur ^ e) | (kSlots - 1))) / kSlotBits;
 }
 
-class HWheel : public MallocNew {
+class HWheel : public MallocNew, public GridEntry<HWheel> {
+    friend class GridEntry<HWheel>;
     tl_timer *slots_[kLevels][kSlots] = {};
     uint64_t slot_min_[kLevels][kSlots]; /* ns; meaningful for occupied slots only */
     uint64_t occupied_[kLevels] = {};
@@ -257,16 +258,9 @@ public:
        t inside, filed at the level and slot of its fire tick (ready if that
        tick has passed). O(1); never fails, never allocates. */
     int insert(tl_timer *t) noexcept {
-        if (t->flags & kLeewayMask) [[unlikely]]
-            insert_on_grid(t);
-        else
-            file(t, clock_.fire_tick(t->deadline), 0);
+        file_new(t);
         ++count_;
         return 0;
-    }
-    [[gnu::noinline]] void insert_on_grid(tl_timer *t) noexcept {
-        uintptr_t grid = clock_.grid_for(t, t->deadline);
-        file(t, clock_.fire_tick(t->deadline, grid), grid);
     }
 
     /* Pre: t inside. Post: t not inside. O(1): the slot id is in t. */
@@ -281,19 +275,9 @@ public:
        to be re-filed when the slot comes due: heartbeats cost O(1) and touch
        no list. Earlier: moved now. Level-0 slots are single ticks with ordered
        halves, so there a change of tick or of alignment is a move (also O(1)). */
-    void reschedule(tl_timer *t, uint64_t deadline) noexcept {
-        /* Without leeway the new grid is 0 (the old one does not matter:
-           the in-place paths compare e with the slot's start). */
-        if (t->flags & kLeewayMask) [[unlikely]]
-            reschedule_on_grid(t, deadline);
-        else
-            reschedule_to(t, deadline, clock_.fire_tick(deadline), 0);
-    }
-    [[gnu::noinline]] void reschedule_on_grid(tl_timer *t, uint64_t deadline) noexcept {
-        uintptr_t grid = clock_.grid_for(t, deadline);
-        reschedule_to(t, deadline, clock_.fire_tick(deadline, grid), grid);
-    }
-    /* e: the fire tick of deadline on grid. */
+    using GridEntry::reschedule; /* the grid, then reschedule_to */
+    /* e: the fire tick of deadline on grid (the old grid does not matter:
+       the in-place paths compare e with the slot's start). */
     [[gnu::always_inline]] void reschedule_to(tl_timer *t, uint64_t deadline, uint64_t e,
                                               uintptr_t grid) noexcept {
         unsigned id = id_of(t);

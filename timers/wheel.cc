@@ -87,7 +87,8 @@ constexpr uint64_t kMaxSlots = uint64_t(1) << 20;
 static_assert(3 * sizeof(uintptr_t) <= timer_link_bytes, "wheel node fits in tl_timer.link");
 static_assert(kMaxSlots < kReady, "slot numbers stay below kReady and the lazy mark");
 
-class Wheel : public MallocNew {
+class Wheel : public MallocNew, public GridEntry<Wheel> {
+    friend class GridEntry<Wheel>;
     static constexpr size_t kNone = SIZE_MAX;
 
     tl_timer **slots_ = nullptr;
@@ -309,16 +310,9 @@ public:
        t inside, in the slot of its fire tick (the ready list if that tick has
        passed). O(1), never fails, never allocates. */
     int insert(tl_timer *t) noexcept {
-        if (t->flags & kLeewayMask) [[unlikely]]
-            insert_on_grid(t);
-        else
-            file(t, clock_.fire_tick(t->deadline), 0);
+        file_new(t);
         ++count_;
         return 0;
-    }
-    [[gnu::noinline]] void insert_on_grid(tl_timer *t) noexcept {
-        uintptr_t grid = clock_.grid_for(t, t->deadline);
-        file(t, clock_.fire_tick(t->deadline, grid), grid);
     }
 
     /* Pre: t inside. Post: t not inside. O(1). */
@@ -333,18 +327,8 @@ public:
        by the old deadline, and the walk re-files it (the heartbeat case costs
        O(1) and touches no list). An earlier one is moved at once: an unlink
        and a push, also O(1). */
-    void reschedule(tl_timer *t, uint64_t deadline) noexcept {
-        /* Without leeway the new grid is 0 (the old one may not be). */
-        if (t->flags & kLeewayMask) [[unlikely]]
-            reschedule_on_grid(t, deadline);
-        else
-            reschedule_to(t, deadline, clock_.fire_tick(deadline), 0);
-    }
-    [[gnu::noinline]] void reschedule_on_grid(tl_timer *t, uint64_t deadline) noexcept {
-        uintptr_t grid = clock_.grid_for(t, deadline);
-        reschedule_to(t, deadline, clock_.fire_tick(deadline, grid), grid);
-    }
-    /* e: the fire tick of deadline on grid. */
+    using GridEntry::reschedule; /* the grid, then reschedule_to */
+    /* e: the fire tick of deadline on grid; the old grid may differ. */
     [[gnu::always_inline]] void reschedule_to(tl_timer *t, uint64_t deadline, uint64_t e,
                                               uintptr_t grid) noexcept {
         uintptr_t link = t->link[2];

@@ -181,6 +181,46 @@ public:
     }
 };
 
+/* The wheels' insert and reschedule paths up to the grid, shared (CRTP): a
+ * timer without leeway takes the inlined path on grid 0, one flags test more
+ * than before leeway existed; one with leeway goes out of line to derive its
+ * grid. W provides clock_ (TickClock), file(t, e, grid) (Pre: t in no list,
+ * e its fire tick on grid) and reschedule_to(t, deadline, e, grid), and
+ * befriends this class. */
+template <class W>
+class GridEntry {
+    W &wheel() noexcept { return static_cast<W &>(*this); }
+
+    [[gnu::noinline]] void file_on_grid(tl_timer *t) noexcept {
+        uintptr_t grid = wheel().clock_.grid_for(t, t->deadline);
+        wheel().file(t, wheel().clock_.fire_tick(t->deadline, grid), grid);
+    }
+    [[gnu::noinline]] void reschedule_on_grid(tl_timer *t, uint64_t deadline) noexcept {
+        uintptr_t grid = wheel().clock_.grid_for(t, deadline);
+        wheel().reschedule_to(t, deadline, wheel().clock_.fire_tick(deadline, grid), grid);
+    }
+
+protected:
+    /* Pre: t in no list, t->deadline set. Post: filed at the fire tick of its
+       deadline on the grid of its leeway now. */
+    void file_new(tl_timer *t) noexcept {
+        if (t->flags & kLeewayMask) [[unlikely]]
+            file_on_grid(t);
+        else
+            wheel().file(t, wheel().clock_.fire_tick(t->deadline), 0);
+    }
+
+public:
+    /* The backend's reschedule: the grid of the leeway now (0 without one;
+       the old grid is the wheel's to handle, in reschedule_to). */
+    void reschedule(tl_timer *t, uint64_t deadline) noexcept {
+        if (t->flags & kLeewayMask) [[unlikely]]
+            reschedule_on_grid(t, deadline);
+        else
+            wheel().reschedule_to(t, deadline, wheel().clock_.fire_tick(deadline), 0);
+    }
+};
+
 /* Occupancy bitmaps: one bit per slot in 64-bit words, scanned with ctz. */
 inline void bit_set(uint64_t *bits, size_t s) noexcept {
     bits[s >> 6] |= uint64_t(1) << (s & 63);
