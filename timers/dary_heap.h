@@ -346,22 +346,21 @@ public:
         h0_.push(Entry{deadline, t}); /* room_ covers every timer in H0 */
     }
 
-    uint64_t next_expiry() const noexcept {
+    /* The lesser of H0's root key and other's (UINT64_MAX for an empty one). */
+    template <class Other>
+    uint64_t least_with_h0(const Other &other) const noexcept {
         uint64_t a = h0_.size_ ? h0_.root().key : UINT64_MAX;
-        if (h1_.size_ == 0) [[likely]]
+        if (other.size_ == 0) [[likely]]
             return a;
-        uint64_t b = h1_.root().key;
+        uint64_t b = other.root().key;
         return b < a ? b : a;
     }
 
+    /* The earliest deadline, in H0 or H1. */
+    uint64_t next_expiry() const noexcept { return least_with_h0(h1_); }
+
     /* The earliest H0 deadline or the earliest deadline + leeway of H1. */
-    uint64_t next_wakeup() const noexcept {
-        uint64_t a = h0_.size_ ? h0_.root().key : UINT64_MAX;
-        if (l_.size_ == 0) [[likely]]
-            return a;
-        uint64_t b = l_.root().key;
-        return b < a ? b : a;
-    }
+    uint64_t next_wakeup() const noexcept { return least_with_h0(l_); }
 
     /* Post: the earliest timer if its deadline <= now, removed; else NULL. */
     tl_timer *pop_expired(uint64_t now) noexcept {
