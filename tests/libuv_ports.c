@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "loop_helpers.h"
@@ -350,6 +351,126 @@ Test(libuv_timer, null_callback_is_einval) {
     tl_timer t;
     tl_timer_init(&t, NULL, NULL);
     cr_assert(tl_timer_start(loop, &t, 0, 0) == -EINVAL);
+    free_loop(loop);
+}
+
+/* timer_start_twice: a second start replaces the first (a day away): the
+ * timer fires once, at the second start's deadline, and the run ends. */
+static int twice_calls;
+static void on_twice(tl_loop *loop, tl_timer *t) {
+    (void)loop;
+    cr_assert(!tl_timer_active(t), "a one-shot timer is inactive in its callback");
+    twice_calls++;
+}
+
+Test(libuv_timer, start_twice) {
+    static const char *const backends[] = {"heap2", "heap4", "wheel", "hwheel"};
+    for (size_t i = 0; i < sizeof backends / sizeof *backends; ++i) {
+        tl_loop *loop = new_loop_with(backends[i]);
+        tl_timer t;
+        twice_calls = 0;
+        tl_timer_init(&t, on_twice, NULL);
+        uint64_t begin = tl_now(loop); /* what the timeouts count from */
+        cr_assert(tl_timer_start(loop, &t, 86400000 * MS, 0) == 0);
+        cr_assert(tl_timer_start(loop, &t, 10 * MS, 0) == 0);
+        cr_assert(tl_loop_run(loop, TL_RUN_DEFAULT) == 0);
+        cr_assert(twice_calls == 1, "%s: %d calls", backends[i], twice_calls);
+        cr_assert(mono_ns() - begin >= 10 * MS, "%s: the run ended early", backends[i]);
+        free_loop(loop);
+    }
+}
+
+/* timer_early_check: in the callback, the clock itself (not the loop's
+ * cached time) has reached start + timeout; on every timer backend, the
+ * wheels included (they fire inside the tick of the deadline). */
+static uint64_t early_expected;
+static int early_calls;
+static void on_early_check(tl_loop *loop, tl_timer *t) {
+    (void)loop;
+    (void)t;
+    uint64_t now = mono_ns();
+    cr_assert(now >= early_expected, "fired %llu ns before its deadline",
+              (unsigned long long)(early_expected - now));
+    early_calls++;
+}
+
+Test(libuv_timer, early_check) {
+    static const char *const backends[] = {"heap2", "heap4", "wheel", "hwheel"};
+    for (size_t i = 0; i < sizeof backends / sizeof *backends; ++i) {
+        tl_loop *loop = new_loop_with(backends[i]);
+        tl_timer t;
+        tl_timer_init(&t, on_early_check, NULL);
+        early_calls = 0;
+        /* An unaligned timeout: the wheels' partial tick is in play. */
+        early_expected = tl_now(loop) + 10 * MS + 123457;
+        cr_assert(tl_timer_start(loop, &t, 10 * MS + 123457, 0) == 0);
+        cr_assert(tl_loop_run(loop, TL_RUN_DEFAULT) == 0);
+        cr_assert(early_calls == 1, "%s: %d calls", backends[i], early_calls);
+        free_loop(loop);
+    }
+}
+
+/* timer_no_double_call_once, timer_no_double_call_nowait: a repeating
+ * timer whose loop did not run for 2.5 periods is called once by the next
+ * ONCE or NOWAIT iteration, not once per missed period; tickloop's periodic
+ * timers (tl_timer_start_at with a period) skip missed periods the same
+ * way, and their next deadline stays on the grid start + k * period. */
+static int double_calls;
+static void on_double_check(tl_loop *loop, tl_timer *t) {
+    (void)loop;
+    (void)t;
+    double_calls++;
+}
+
+static void sleep_ns(uint64_t ns) {
+    struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+Test(libuv_timer, no_double_call_after_missed_periods) {
+    const tl_run_mode modes[] = {TL_RUN_ONCE, TL_RUN_NOWAIT};
+    for (size_t m = 0; m < 2; ++m)
+        for (int periodic = 0; periodic < 2; ++periodic) {
+            tl_loop *loop = new_loop();
+            tl_timer t;
+            tl_timer_init(&t, on_double_check, NULL);
+            double_calls = 0;
+            const uint64_t period = 10 * MS, start = tl_now(loop);
+            if (periodic)
+                cr_assert(tl_timer_start_at(loop, &t, TL_CLOCK_MONOTONIC, start + period, period) ==
+                          0);
+            else
+                cr_assert(tl_timer_start(loop, &t, period, period) == 0);
+            sleep_ns(25 * MS);
+            cr_assert(tl_loop_run(loop, modes[m]) == 1);
+            cr_assert(double_calls == 1, "mode %d, periodic %d: %d calls", (int)modes[m], periodic,
+                      double_calls);
+            cr_assert(tl_timer_active(&t));
+            if (periodic) {
+                /* The next point of the grid after the loop's time. */
+                uint64_t now = tl_now(loop);
+                cr_assert(t.deadline > now && t.deadline - now <= period &&
+                              (t.deadline - start) % period == 0,
+                          "periodic deadline %llu off the grid (start %llu, now %llu)",
+                          (unsigned long long)t.deadline, (unsigned long long)start,
+                          (unsigned long long)now);
+            }
+            cr_assert(tl_timer_stop(loop, &t) == 0);
+            free_loop(loop);
+        }
+}
+
+/* timer_no_run_on_unref: an unreferenced timer does not keep the run going
+ * and is not called. */
+Test(libuv_timer, no_run_on_unref) {
+    tl_loop *loop = new_loop();
+    tl_timer t;
+    tl_timer_init(&t, on_abort_timer, NULL);
+    cr_assert(tl_timer_start(loop, &t, 1 * MS, 0) == 0);
+    cr_assert(tl_timer_set_ref(loop, &t, 0) == 0);
+    cr_assert(tl_loop_run(loop, TL_RUN_DEFAULT) == 0);
+    cr_assert(tl_timer_stop(loop, &t) == 0);
     free_loop(loop);
 }
 
