@@ -295,23 +295,23 @@ Test(libuv_timer, huge_timeout_and_repeat) {
 }
 
 /* timer_run_once: ONCE runs a due timer and returns. */
-static int once_calls;
-static void on_once(tl_loop *loop, tl_timer *t) {
+/* Counts its calls in the int that t->data points at. */
+static void on_count(tl_loop *loop, tl_timer *t) {
     (void)loop;
-    (void)t;
-    once_calls++;
+    ++*(int *)t->data;
 }
 
 Test(libuv_timer, run_once) {
     tl_loop *loop = new_loop();
     tl_timer t;
-    tl_timer_init(&t, on_once, NULL);
+    int calls = 0;
+    tl_timer_init(&t, on_count, &calls);
     cr_assert(tl_timer_start(loop, &t, 0, 0) == 0);
     cr_assert(tl_loop_run(loop, TL_RUN_ONCE) == 0);
-    cr_assert(once_calls == 1);
+    cr_assert(calls == 1);
     cr_assert(tl_timer_start(loop, &t, 1 * MS, 0) == 0);
     cr_assert(tl_loop_run(loop, TL_RUN_ONCE) == 0);
-    cr_assert(once_calls == 2);
+    cr_assert(calls == 2);
     free_loop(loop);
 }
 
@@ -354,6 +354,9 @@ Test(libuv_timer, null_callback_is_einval) {
     free_loop(loop);
 }
 
+/* The built-in timer backends, for the scenarios run on each. */
+static const char *const kTimerBackends[] = {"heap2", "heap4", "wheel", "hwheel"};
+
 /* timer_start_twice: a second start replaces the first (a day away): the
  * timer fires once, at the second start's deadline, and the run ends. */
 static int twice_calls;
@@ -364,9 +367,8 @@ static void on_twice(tl_loop *loop, tl_timer *t) {
 }
 
 Test(libuv_timer, start_twice) {
-    static const char *const backends[] = {"heap2", "heap4", "wheel", "hwheel"};
-    for (size_t i = 0; i < sizeof backends / sizeof *backends; ++i) {
-        tl_loop *loop = new_loop_with(backends[i]);
+    for (size_t i = 0; i < sizeof kTimerBackends / sizeof *kTimerBackends; ++i) {
+        tl_loop *loop = new_loop_with(kTimerBackends[i]);
         tl_timer t;
         twice_calls = 0;
         tl_timer_init(&t, on_twice, NULL);
@@ -374,8 +376,8 @@ Test(libuv_timer, start_twice) {
         cr_assert(tl_timer_start(loop, &t, 86400000 * MS, 0) == 0);
         cr_assert(tl_timer_start(loop, &t, 10 * MS, 0) == 0);
         cr_assert(tl_loop_run(loop, TL_RUN_DEFAULT) == 0);
-        cr_assert(twice_calls == 1, "%s: %d calls", backends[i], twice_calls);
-        cr_assert(mono_ns() - begin >= 10 * MS, "%s: the run ended early", backends[i]);
+        cr_assert(twice_calls == 1, "%s: %d calls", kTimerBackends[i], twice_calls);
+        cr_assert(mono_ns() - begin >= 10 * MS, "%s: the run ended early", kTimerBackends[i]);
         free_loop(loop);
     }
 }
@@ -395,9 +397,8 @@ static void on_early_check(tl_loop *loop, tl_timer *t) {
 }
 
 Test(libuv_timer, early_check) {
-    static const char *const backends[] = {"heap2", "heap4", "wheel", "hwheel"};
-    for (size_t i = 0; i < sizeof backends / sizeof *backends; ++i) {
-        tl_loop *loop = new_loop_with(backends[i]);
+    for (size_t i = 0; i < sizeof kTimerBackends / sizeof *kTimerBackends; ++i) {
+        tl_loop *loop = new_loop_with(kTimerBackends[i]);
         tl_timer t;
         tl_timer_init(&t, on_early_check, NULL);
         early_calls = 0;
@@ -405,7 +406,7 @@ Test(libuv_timer, early_check) {
         early_expected = tl_now(loop) + 10 * MS + 123457;
         cr_assert(tl_timer_start(loop, &t, 10 * MS + 123457, 0) == 0);
         cr_assert(tl_loop_run(loop, TL_RUN_DEFAULT) == 0);
-        cr_assert(early_calls == 1, "%s: %d calls", backends[i], early_calls);
+        cr_assert(early_calls == 1, "%s: %d calls", kTimerBackends[i], early_calls);
         free_loop(loop);
     }
 }
@@ -415,12 +416,6 @@ Test(libuv_timer, early_check) {
  * ONCE or NOWAIT iteration, not once per missed period; tickloop's periodic
  * timers (tl_timer_start_at with a period) skip missed periods the same
  * way, and their next deadline stays on the grid start + k * period. */
-static int double_calls;
-static void on_double_check(tl_loop *loop, tl_timer *t) {
-    (void)loop;
-    (void)t;
-    double_calls++;
-}
 
 static void sleep_ns(uint64_t ns) {
     struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
@@ -434,8 +429,8 @@ Test(libuv_timer, no_double_call_after_missed_periods) {
         for (int periodic = 0; periodic < 2; ++periodic) {
             tl_loop *loop = new_loop();
             tl_timer t;
-            tl_timer_init(&t, on_double_check, NULL);
-            double_calls = 0;
+            int double_calls = 0;
+            tl_timer_init(&t, on_count, &double_calls);
             const uint64_t period = 10 * MS, start = tl_now(loop);
             if (periodic)
                 cr_assert(tl_timer_start_at(loop, &t, TL_CLOCK_MONOTONIC, start + period, period) ==
@@ -583,7 +578,8 @@ static void *signal_thread(void *arg) {
     tl_signal_init(&s);
     if (tl_signal_start(loop, &s, SIGUSR2, on_thread_sig, calls) != 0) return (void *)2;
     tl_timer tick;
-    tl_timer_init(&tick, on_once, NULL);
+    int ticks = 0; /* this thread's own count */
+    tl_timer_init(&tick, on_count, &ticks);
     while (!signal_threads_stop) {
         tl_timer_start(loop, &tick, 1 * MS, 0);
         tl_loop_run(loop, TL_RUN_ONCE);
