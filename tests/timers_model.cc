@@ -39,6 +39,7 @@ struct Run {
     size_t operations;
     unsigned walk_every;
     bool leeway = false;
+    bool ties = false; /* deadlines from 64 instants ahead: many ties */
 };
 
 /* Live timers, with O(1) random choice and removal. */
@@ -64,6 +65,17 @@ private:
     std::vector<size_t> live_;
     std::vector<size_t> pos_;
 };
+
+/* One of 64 instants 64 ticks apart past now, half the time the one drawn
+   last (a batch): timers inserted and rescheduled at different times share
+   deadlines, so runs of equal deadlines interleave with each other and with
+   everything else. */
+uint64_t tied_deadline(Rng &rng, uint64_t now, uint64_t tick, uint64_t &last) {
+    if (last > now && rng.below(2)) return last;
+    uint64_t step = 64 * tick, k = now / step + 1 + rng.below(64);
+    last = k > UINT64_MAX / step ? UINT64_MAX : k * step;
+    return last;
+}
 
 /* A timeout from now: mostly short, some on tick boundaries, some far, a few
    "never". */
@@ -108,7 +120,7 @@ void run_model(const char *name, const Run &run) {
     std::vector<size_t> idle;
     for (size_t i = run.max_live; i-- > 0;) idle.push_back(i);
     Rng rng{run.seed};
-    uint64_t inserted = 0, removed = 0, popped = 0;
+    uint64_t inserted = 0, removed = 0, popped = 0, last_tie = 0;
 
     const bool tight = h.exact() && tl_timer_backend_find(name)->next_wakeup;
     auto check_wakeup = [&] {
@@ -122,7 +134,11 @@ void run_model(const char *name, const Run &run) {
         idle.pop_back();
         uint64_t leeway = 0;
         if (run.leeway) leeway = inserted == 0 ? tick : random_leeway(rng, tick);
-        h.insert(items[i], random_deadline(rng, h.now(), tick), leeway);
+        uint64_t now = h.now();
+        h.insert(items[i],
+                 run.ties ? tied_deadline(rng, now, tick, last_tie)
+                          : random_deadline(rng, now, tick),
+                 leeway);
         live.add(i);
         ++inserted;
     };
@@ -166,6 +182,7 @@ void run_model(const char *name, const Run &run) {
                 case 2:
                     break; /* same deadline: goes last among its ties */
                 }
+                if (run.ties && rng.below(2)) deadline = tied_deadline(rng, now, tick, last_tie);
                 if (run.leeway && rng.below(3) == 0)
                     Harness::set_leeway(it, random_leeway(rng, tick));
                 h.reschedule(it, deadline);
@@ -218,6 +235,16 @@ BACKEND_TEST(timers, random_ops_match_model_checked_every_step) {
     const Run runs[] = {
         {0x1234, 0, 1000, 40000, 1},
         {0xbeef, kBigStart, 1000, 40000, 1},
+    };
+    for (const Run &run : runs) run_model(p->name, run);
+}
+
+/* Ties everywhere: what a busy server's timers look like (every timer
+   started in one iteration shares tl_now). */
+BACKEND_TEST(timers, random_ops_with_ties_match_model_checked_every_step) {
+    const Run runs[] = {
+        {0x7ee5, 0, 1000, 40000, 1, false, true},
+        {0x7ee6, kBigStart, 1000, 40000, 1, true, true},
     };
     for (const Run &run : runs) run_model(p->name, run);
 }
