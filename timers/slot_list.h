@@ -13,16 +13,16 @@
 namespace tl::detail {
 
 inline tl_timer *next_of(const tl_timer *t) noexcept {
-    return reinterpret_cast<tl_timer *>(t->link[0]);
+    return link_timer<0>(t);
 }
 inline tl_timer *prev_of(const tl_timer *t) noexcept {
-    return reinterpret_cast<tl_timer *>(t->link[1]);
+    return link_timer<1>(t);
 }
 inline void set_next(tl_timer *t, tl_timer *n) noexcept {
-    t->link[0] = reinterpret_cast<uintptr_t>(n);
+    set_link_timer<0>(t, n);
 }
 inline void set_prev(tl_timer *t, tl_timer *p) noexcept {
-    t->link[1] = reinterpret_cast<uintptr_t>(p);
+    set_link_timer<1>(t, p);
 }
 
 /* Appends t to the circular list at head, or prepends it when front. */
