@@ -293,7 +293,7 @@ class DaryHeap : public MallocNew {
     Runs h0_;                    /* leeway 0: runs, by (deadline, seq)  */
     Main h1_;                    /* leeway > 0, by (deadline, seq)      */
     Late l_;                     /* leeway > 0, by deadline + leeway    */
-    size_t h0_count_ = 0;        /* timers in H0's runs                 */
+    size_t h0_extra_ = 0;        /* timers in H0 that are not a head    */
     tl_timer *tail_ = nullptr;   /* last timer of the open run, or NULL */
     uint64_t tail_deadline_ = 0; /* the open run's deadline             */
     size_t room_ = 0;            /* timers every array in use can hold  */
@@ -342,13 +342,13 @@ class DaryHeap : public MallocNew {
             set_prev(t, tail_);
             t->link[0] = 0;
             set_next(tail_, t);
+            ++h0_extra_;
         } else {
             seq_of(t) = seq_++;
             h0_.push(Entry{deadline, t});
             tail_deadline_ = deadline;
         }
         tail_ = t;
-        ++h0_count_;
     }
 
     /* Pre: t in H0. Post: t out of its run; the run's heap entry removed
@@ -356,7 +356,6 @@ class DaryHeap : public MallocNew {
     TL_HEAP_INLINE void unlink_h0(tl_timer *t) noexcept {
         tl_timer *next = next_of(t);
         size_t idx = t->link[0];
-        --h0_count_;
         if (idx) { /* the head */
             if (!next) {
                 if (tail_ == t) tail_ = nullptr;
@@ -369,6 +368,7 @@ class DaryHeap : public MallocNew {
             return;
         }
         tl_timer *prev = prev_of(t);
+        --h0_extra_;
         set_next(prev, next);
         if (next)
             set_prev(next, prev);
@@ -391,6 +391,7 @@ class DaryHeap : public MallocNew {
         seq_of(next) = seq_of(t);
         next->link[0] = idx;
         h0_.heap_[idx].timer = with_more(next);
+        --h0_extra_;
     }
 
     /* Pre: H0 holds a timer. Post: its earliest timer, removed. A run of one
@@ -399,7 +400,6 @@ class DaryHeap : public MallocNew {
     tl_timer *pop_h0() noexcept {
         const HeapEntry &root = h0_.root();
         tl_timer *t = entry_timer(root);
-        --h0_count_;
         if (entry_more(root)) {
             if (tl_timer *next = next_of(t)) {
                 pass_head(t, next, Root);
@@ -546,7 +546,8 @@ public:
         return pop_h0();
     }
 
-    size_t count() const noexcept { return h0_count_ + h1_.size_; }
+    /* Runs count their heads in H0's size; only ties touch h0_extra_. */
+    size_t count() const noexcept { return h0_.size_ + h0_extra_ + h1_.size_; }
 
     const char *check() const noexcept {
         if (const char *m = h0_.check("H0")) return m;
@@ -562,8 +563,7 @@ public:
             return check_failed("heap: room %zu above H1's or L's capacity", room_);
         if (!leeway_seen_ && h1_.size_)
             return check_failed("heap: timers in H1 before any leeway insert");
-        if (h0_.size_ > h0_count_)
-            return check_failed("heap H0: %zu runs for %zu timers", h0_.size_, h0_count_);
+        const size_t h0_count = h0_.size_ + h0_extra_;
         /* Each run: its members, in list order, have the run's deadline; the
            head's seq is the run's. The open run is the newest of its
            deadline, and tail_ its last timer. */
@@ -581,9 +581,9 @@ public:
             for (tl_timer *m = head; m; prev = m, m = next_of(m)) {
                 ++run_length;
                 if (in_h1(m)) return check_failed("heap H0: timer of run %zu tagged as H1", i);
-                if (++members > h0_count_)
+                if (++members > h0_count)
                     return check_failed("heap H0: runs hold more than %zu timers (a cycle?)",
-                                        h0_count_);
+                                        h0_count);
                 if (m->deadline != key)
                     return check_failed("heap H0: run at %zu with key %llu holds deadline %llu", i,
                                         (unsigned long long)key, (unsigned long long)m->deadline);
@@ -604,8 +604,9 @@ public:
                 return check_failed("heap H0: run at %zu holds %zu timers, entry says one", i,
                                     run_length);
         }
-        if (members != h0_count_)
-            return check_failed("heap H0: runs hold %zu timers, count %zu", members, h0_count_);
+        if (members != h0_count)
+            return check_failed("heap H0: runs hold %zu timers, %zu runs + %zu others", members,
+                                h0_.size_, h0_extra_);
         if (tail_ && !open_found) return check_failed("heap H0: open tail not in any run");
         if (open_found)
             for (size_t i = Root; i < Root + h0_.size_; ++i)
