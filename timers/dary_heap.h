@@ -285,17 +285,18 @@ class DaryHeap : public MallocNew {
        H0 has its next timer there (a pointer: the top bit is clear). */
     static constexpr uintptr_t kLateTag = uintptr_t(1) << (sizeof(uintptr_t) * 8 - 1);
     static_assert(sizeof(uintptr_t) == 8, "64-bit Linux: user-space pointers have bit 63 clear");
-    using Runs = HeapArray<D, Root, 0, true>;            /* H0 */
-    using Main = HeapArray<D, Root, 0, true>;            /* H1 */
-    using Late = HeapArray<D, Root, 2, false, kLateTag>; /* L  */
+    /* H0 (one entry per run, at its head) and H1: the same array; only what
+       the other link words mean differs. */
+    using Main = HeapArray<D, Root, 0, true>;
+    using Late = HeapArray<D, Root, 2, false, kLateTag>; /* L */
     using Entry = HeapEntry;
 
-    Runs h0_;                    /* leeway 0: runs, by (deadline, seq)  */
+    Main h0_;                    /* leeway 0: runs, by (deadline, seq)  */
     Main h1_;                    /* leeway > 0, by (deadline, seq)      */
     Late l_;                     /* leeway > 0, by deadline + leeway    */
     size_t h0_extra_ = 0;        /* timers in H0 that are not a head    */
     tl_timer *tail_ = nullptr;   /* last timer of the open run, or NULL */
-    uint64_t tail_deadline_ = 0; /* the open run's deadline             */
+    uint64_t tail_deadline_ = 0; /* the open run's (stale if no tail_)  */
     size_t room_ = 0;            /* timers every array in use can hold  */
     uint64_t seq_ = 0;           /* next insertion number, H0 and H1    */
     bool leeway_seen_ = false;   /* H1 and L are kept at room_ too        */
@@ -362,8 +363,6 @@ class DaryHeap : public MallocNew {
                 h0_.remove_at(idx);
                 return;
             }
-            /* The next timer heads the run: same deadline, same place in
-               the heap, and the run's seq goes with it. */
             pass_head(t, next, idx);
             return;
         }
@@ -532,9 +531,9 @@ public:
             if (h0_.size_ == 0 || h0_.root().key > now) return nullptr;
             return pop_h0();
         }
-        /* A run's head carries the run's seq: every timer of the run was
-           inserted after it and before any timer of H1 (push_leeway closes
-           the run), so the heads decide. */
+        /* A run's head carries the run's seq, and no H1 timer was inserted
+           between two timers of one run (push_leeway closes the open run),
+           so comparing the heads orders by (deadline, insertion). */
         if (h0_.size_ == 0 || Main::before(h1_.root(), h0_.root())) {
             if (h1_.root().key > now) return nullptr;
             tl_timer *t = entry_timer(h1_.root());
