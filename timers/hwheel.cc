@@ -167,14 +167,18 @@ class HWheel : public MallocNew, public GridEntry<HWheel> {
 
     /* A start: the next start sequence, not moved. */
     uintptr_t started() noexcept { return sequence_bits(++seq_); }
+    /* A timer was filed with a deadline that had already passed. */
+    void note_overdue(uint64_t deadline) noexcept {
+        if (deadline < overdue_) overdue_ = deadline;
+    }
 
     /* Pre: t in no list, e = t's fire tick on grid (its grid bits). Post: t
        started: appended relative to cur with a new start sequence (in the
        ready list if e < cur), bitmaps and minimum updated. Does not touch
        count. */
     void file(tl_timer *t, uint64_t e, uintptr_t grid) noexcept {
-        if (t->deadline <= last_now_ && t->deadline < overdue_) [[unlikely]]
-            overdue_ = t->deadline;
+        if (t->deadline <= last_now_) [[unlikely]]
+            note_overdue(t->deadline);
         place(t, e, grid, started());
     }
 
@@ -327,14 +331,14 @@ public:
                     t->deadline = deadline;
                     t->link[2] = started() | kMoved | id | grid;
                     unsorted0_ |= bit(slot);
-                    if (deadline <= last_now_ && deadline < overdue_) [[unlikely]]
-                        overdue_ = deadline;
+                    if (deadline <= last_now_) [[unlikely]]
+                        note_overdue(deadline);
                     return; /* the slot's minimum is this tick's instant */
                 }
             } else if (e >= slot_start) {
                 t->deadline = deadline;
-                if (deadline <= last_now_ && deadline < overdue_) [[unlikely]]
-                    overdue_ = deadline;
+                if (deadline <= last_now_) [[unlikely]]
+                    note_overdue(deadline);
                 uint64_t due = clock_.due(e);
                 if (due < min) min = due;
                 t->link[2] =

@@ -146,6 +146,10 @@ class Wheel : public MallocNew, public GridEntry<Wheel> {
 
     /* A start: the next start sequence, not moved. */
     uintptr_t started() noexcept { return sequence_bits(++seq_); }
+    /* A timer was filed with a deadline that had already passed. */
+    void note_overdue(uint64_t deadline) noexcept {
+        if (deadline < overdue_) overdue_ = deadline;
+    }
     /* A re-filing: t's own sequence, marked moved. */
     static uintptr_t refiled(const tl_timer *t) noexcept {
         return (t->link[2] & kOrderBits) | kMoved;
@@ -156,8 +160,8 @@ class Wheel : public MallocNew, public GridEntry<Wheel> {
        active if e is in the window), or in the ready list if e < cur. Does
        not touch count. */
     void file(tl_timer *t, uint64_t e, uintptr_t grid) noexcept {
-        if (t->deadline <= now_ && t->deadline < overdue_) [[unlikely]]
-            overdue_ = t->deadline;
+        if (t->deadline <= now_) [[unlikely]]
+            note_overdue(t->deadline);
         place(t, e, grid, started());
     }
 
@@ -376,8 +380,8 @@ public:
             }
             t->link[2] = started() | kMoved | s | grid;
             t->deadline = deadline;
-            if (deadline <= now_ && deadline < overdue_) [[unlikely]]
-                overdue_ = deadline;
+            if (deadline <= now_) [[unlikely]]
+                note_overdue(deadline);
             uint64_t due = clock_.due(e);
             if (due < slot_min_[s]) slot_min_[s] = due;
             if (window_valid_) {
