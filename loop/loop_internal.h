@@ -26,7 +26,14 @@ namespace tl::detail {
 struct ReadyEvent {
     uint64_t tag;
     unsigned revents;
+    /* A completion of a stream or listener request (io_uring's completion
+       path; revents is then kCompletion): the CQE's res and flags. */
+    int32_t res = 0;
+    uint32_t cflags = 0;
 };
+
+/* ReadyEvent::revents of a completion: no readiness bit, never masked away. */
+inline constexpr unsigned kCompletion = 1u << 31;
 
 inline constexpr uint64_t io_tag(int fd, uint32_t gen) noexcept {
     return (uint64_t)gen << 32 | (uint32_t)fd;
@@ -287,6 +294,9 @@ enum : uint32_t {
     IO_ACTIVE = 1u << 0,
     IO_INTERNAL = 1u << 1, /* the loop's own (async eventfd, signalfd): keeps nothing alive */
     IO_UNREF = 1u << 2,    /* tl_io_set_ref(.., 0); kept across stop/start   */
+    IO_STREAM = 1u << 3,   /* the registration of a tl_stream (loop/stream.cc) */
+    IO_LISTENER = 1u << 4, /* the registration of a tl_listener                */
+    IO_HANDLE_KINDS = IO_STREAM | IO_LISTENER,
 };
 
 /* tl_hook::flags. */
@@ -394,6 +404,16 @@ struct tl_loop {
     uint64_t hook_seq;   /* bumped per tl_hook_start               */
     uint64_t idle_hooks; /* active IDLE hooks: the wait must not block */
 
+    /* Streams and listeners (loop/stream.cc). */
+    tl_stream *stream_pending_head; /* streams with callbacks due: FIFO */
+    tl_stream *stream_pending_tail;
+    uint64_t stream_unref; /* bound streams and started listeners that are unreferenced */
+    void *read_buf;        /* the readiness path's one read buffer; null until used */
+    uint32_t read_buffer_size, read_buffer_count;
+    bool streams_completion; /* io_uring completion path (else readiness)       */
+    uint32_t accepts_paused; /* listeners paused after an accept error          */
+    tl_timer accept_timer;   /* resumes them (unreferenced, started on demand) */
+
     tl_loop_stats stats; /* counters; the *_active fields are kept live */
     tl::detail::ReadyEvent events[tl::detail::kMaxEvents];
     tl::detail::LatenessHistogram lateness; /* cold: 7.8 KB, last */
@@ -452,6 +472,29 @@ int io_readd_all(tl_loop *loop, IoBackend *io) noexcept;
 /* An error the loop hid from the caller (an internal completion failed):
    counted in the stats, and fatal in debug builds, where it is a bug. */
 void io_internal_error(tl_loop *loop, const char *what, int err) noexcept;
+/* The fd registry for streams and listeners (io.cc): register w (fd, flags
+   IO_STREAM or IO_LISTENER) with no events and without telling the I/O
+   backend; -EBUSY if fd is taken, -EBADF if it is not open. io_interest then
+   sets the readiness the backend waits for (0: none: the backend forgets the
+   fd, so that a hung-up idle socket cannot make the loop spin); io_unregister
+   drops the registration. Handle counts are the caller's. */
+int io_register(tl_loop *loop, tl_io *w, uint32_t kind) noexcept;
+int io_interest(tl_loop *loop, tl_io *w, unsigned events) noexcept;
+void io_unregister(tl_loop *loop, tl_io *w) noexcept;
+/* stream.cc: an event (readiness, or a completion on io_uring) for a
+   stream's or listener's registration. */
+void stream_event(tl_loop *loop, tl_io *w, const ReadyEvent &ev) noexcept;
+/* Runs the callbacks that streams have due (completed writes, closes): after
+   the iteration's I/O callbacks. Streams made pending meanwhile wait for the
+   next iteration, which then does not block. */
+uint64_t streams_run_pending(tl_loop *loop) noexcept;
+inline bool streams_pending(const tl_loop *loop) noexcept {
+    return loop->stream_pending_head != nullptr;
+}
+/* Validates and applies the read-buffer options; -EINVAL if out of range. */
+int streams_configure(tl_loop *loop, const tl_loop_options *opts) noexcept;
+void streams_close(tl_loop *loop) noexcept;
+
 /* Runs the active hooks of one kind in start order (hook.cc). */
 void hooks_run(tl_loop *loop, tl_hook_kind kind) noexcept;
 /* tl_loop_fork's steps for the loop's own descriptors: each creates a new
