@@ -61,7 +61,9 @@ int reserve_fd(tl_loop *loop, int fd) noexcept {
 }
 
 uint32_t next_gen(tl_loop *loop) noexcept {
-    if (++loop->io_gen == 0) ++loop->io_gen; /* 0 marks a backend's own tags */
+    /* 0 marks a backend's own tags; the top two bits of the tag's
+       generation half name a completion request's kind (req_tag). */
+    if (++loop->io_gen == 0 || loop->io_gen > kMaxGen) loop->io_gen = 1;
     return loop->io_gen;
 }
 
@@ -128,7 +130,10 @@ uint64_t io_dispatch(tl_loop *loop, int n) noexcept {
     for (int i = 0; i < n; ++i) {
         const ReadyEvent &ev = loop->events[i];
         IoSlot *slot = io_current(loop, ev.tag);
-        if (!slot) continue; /* stopped meanwhile */
+        if (!slot) { /* stopped meanwhile */
+            if (ev.revents & kCompletion) stream_stale(loop, ev);
+            continue;
+        }
         tl_io *w = slot->watcher;
         if (w->flags & IO_HANDLE_KINDS) {
             /* A stream or listener: the loop reads, writes or accepts. */

@@ -6,6 +6,7 @@
 #ifndef TICKLOOP_LOOP_LOOP_INTERNAL_H
 #define TICKLOOP_LOOP_LOOP_INTERNAL_H
 
+#include <cerrno>
 #include <csignal>
 #include <cstdint>
 #include <ctime>
@@ -34,6 +35,7 @@ struct ReadyEvent {
 
 /* ReadyEvent::revents of a completion: no readiness bit, never masked away. */
 inline constexpr unsigned kCompletion = 1u << 31;
+inline constexpr unsigned kCompletionKindMask = 3u; /* REQ_RECV, REQ_SEND, REQ_ACCEPT */
 
 inline constexpr uint64_t io_tag(int fd, uint32_t gen) noexcept {
     return (uint64_t)gen << 32 | (uint32_t)fd;
@@ -43,6 +45,22 @@ inline constexpr int io_tag_fd(uint64_t tag) noexcept {
 }
 inline constexpr uint32_t io_tag_gen(uint64_t tag) noexcept {
     return (uint32_t)(tag >> 32);
+}
+
+/* The requests a completion backend makes for streams and listeners carry
+ * their registration's tag with the request's kind in the top two bits
+ * (generations stay below 2^30, so a registration's own tag has kind 0 and
+ * a tagged request never passes io_current() as a registration). */
+enum : unsigned { REQ_POLL = 0, REQ_RECV = 1, REQ_SEND = 2, REQ_ACCEPT = 3 };
+inline constexpr uint32_t kMaxGen = (1u << 30) - 1;
+inline constexpr uint64_t req_tag(uint64_t tag, unsigned kind) noexcept {
+    return tag | (uint64_t)kind << 62;
+}
+inline constexpr unsigned req_kind(uint64_t tag) noexcept {
+    return (unsigned)(tag >> 62);
+}
+inline constexpr uint64_t req_base(uint64_t tag) noexcept {
+    return tag & ~(3ull << 62);
 }
 
 /* TL_READ/TL_WRITE <-> poll(2) bits. epoll's EPOLLIN/OUT/PRI/ERR/HUP/RDHUP
@@ -194,6 +212,50 @@ public:
        loop's clock read and the syscall (callbacks, preemption) never
        lengthens a wait. */
     virtual int wait(uint64_t deadline_ns, ReadyEvent *out, int cap) noexcept = 0;
+
+    /* The completion path of streams and listeners (loop/stream.cc; io_uring
+       only). A stream or listener registration never gets add()'s poll on
+       that path: add() re-arms its requests instead (stream_readd), and
+       remove() cancels them. Requests complete as ReadyEvents with revents
+       kCompletion | kind, tag io_tag(fd, gen), and the CQE's res and
+       flags. A completion for a registration that is gone is handled
+       by the backend (buffer returned, accepted socket closed), or by
+       stream_stale if the loop drops it. */
+    /* Allocates the read buffers and fills the ring (first reading stream):
+       0, -ENOMEM. */
+    virtual int stream_buffers() noexcept { return -ENOSYS; }
+    /* Arms a multishot receive (REQ_RECV) for fd's registration. */
+    virtual int stream_recv(int fd) noexcept {
+        (void)fd;
+        return -ENOSYS;
+    }
+    /* Submits one send (REQ_SEND) of len bytes at buf, MSG_NOSIGNAL. */
+    virtual int stream_send(int fd, const void *buf, uint32_t len) noexcept {
+        (void)fd, (void)buf, (void)len;
+        return -ENOSYS;
+    }
+    /* Arms a multishot accept (REQ_ACCEPT), NONBLOCK|CLOEXEC sockets. */
+    virtual int listener_accept(int fd) noexcept {
+        (void)fd;
+        return -ENOSYS;
+    }
+    /* Cancels fd's request of that kind (its last CQE still arrives). */
+    virtual void stream_cancel(int fd, unsigned kind) noexcept { (void)fd, (void)kind; }
+    /* A buffer a receive completion named; its return to the ring. */
+    virtual const void *buffer(uint32_t bid) noexcept {
+        (void)bid;
+        return nullptr;
+    }
+    virtual void buffer_release(uint32_t bid) noexcept { (void)bid; }
+    /* A per-stream FIFO of received buffers held while the stream does not
+       read (chain: 0 when empty), through arrays the backend owns. */
+    virtual void buffer_park(uint32_t *chain, uint32_t bid, uint32_t len) noexcept {
+        (void)chain, (void)bid, (void)len;
+    }
+    virtual bool buffer_unpark(uint32_t *chain, uint32_t *bid, uint32_t *len) noexcept {
+        (void)chain, (void)bid, (void)len;
+        return false;
+    }
 };
 
 /* A fresh CLOCK_MONOTONIC read, in ns. */
@@ -484,6 +546,12 @@ void io_unregister(tl_loop *loop, tl_io *w) noexcept;
 /* stream.cc: an event (readiness, or a completion on io_uring) for a
    stream's or listener's registration. */
 void stream_event(tl_loop *loop, tl_io *w, const ReadyEvent &ev) noexcept;
+/* A completion the loop dropped (its registration is gone): returns its
+   buffer, closes an accepted socket. */
+void stream_stale(tl_loop *loop, const ReadyEvent &ev) noexcept;
+/* Completion path: gives the requests of a stream or listener registration
+   to io (a fresh backend after tl_loop_fork, or io_readd_all). */
+int stream_readd(tl_loop *loop, IoBackend *io, tl_io *w) noexcept;
 /* Runs the callbacks that streams have due (completed writes, closes): after
    the iteration's I/O callbacks. Streams made pending meanwhile wait for the
    next iteration, which then does not block. */

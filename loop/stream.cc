@@ -52,6 +52,11 @@ using namespace tl::detail;
 
 namespace {
 
+/* io_uring's CQE flags, without its headers (built without liburing, the
+   completion path never runs). */
+constexpr uint32_t IORING_CQE_F_BUFFER_BIT = 1u << 0;
+constexpr uint32_t IORING_CQE_F_MORE_BIT = 1u << 1;
+
 /* tl_stream::flags: a marker in the high 16 bits (tl_stream_init), state in
  * the low ones. */
 enum : uint32_t {
@@ -66,6 +71,13 @@ enum : uint32_t {
     S_UNREF = 1u << 6,   /* tl_stream_set_ref(.., 0)                     */
 };
 
+/* A stream's requests in the completion backend, in io.priv[1]. */
+enum : uintptr_t {
+    SC_RECV = 1u << 0,   /* a multishot receive is armed (its last CQE not seen) */
+    SC_CANCEL = 1u << 1, /* its cancellation is on the way                       */
+    SC_SEND = 1u << 2,   /* a send is in flight                                  */
+};
+
 /* tl_listener::flags. */
 enum : uint32_t {
     L_MAGIC = 0x11570000u,
@@ -73,6 +85,8 @@ enum : uint32_t {
     L_ACTIVE = 1u << 0,
     L_PAUSED = 1u << 1, /* after an accept error, until resume_accepts */
     L_UNREF = 1u << 2,
+    L_ARMED = 1u << 3,  /* completion path: a multishot accept is armed */
+    L_CANCEL = 1u << 4, /* and its cancellation is on the way           */
 };
 
 /* tl_write_req::flags. */
@@ -271,6 +285,141 @@ void flush_writes(tl_loop *loop, tl_stream *s) noexcept {
     }
 }
 
+/* ---- the completion path (io_uring) -------------------------------------- */
+
+uintptr_t &sc(tl_stream *s) noexcept {
+    return s->io.priv[1];
+}
+
+/* Arms the multishot receive of a reading stream, unless one is armed or
+   parked data must go first (the pending pass delivers it, then arms). */
+void start_recv(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept {
+    if ((s->flags & (S_READING | S_CLOSING)) != S_READING || (sc(s) & SC_RECV)) return;
+    if (s->parked) {
+        mark_pending(loop, s);
+        return;
+    }
+    int r = io->stream_recv(s->fd);
+    if (r < 0) {
+        io_internal_error(loop, "io_uring receive", r);
+        return;
+    }
+    sc(s) |= SC_RECV;
+}
+
+void cancel_recv(tl_loop *loop, tl_stream *s) noexcept {
+    if ((sc(s) & (SC_RECV | SC_CANCEL)) != SC_RECV) return;
+    loop->io->stream_cancel(s->fd, REQ_RECV);
+    sc(s) |= SC_CANCEL;
+}
+
+/* Submits the next send of the queue (one in flight per stream; a short
+   send is continued from its completion). Empty requests complete here. */
+void start_send(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept {
+    if (sc(s) & SC_SEND) return;
+    while (tl_write_req *req = s->wq_send) {
+        if (s->error || (s->flags & S_CLOSING)) return;
+        while (req->index < req->iovcnt && req->iov[req->index].iov_len == req->offset) {
+            ++req->index;
+            req->offset = 0;
+        }
+        if (req->index == req->iovcnt) {
+            complete_send(loop, s, 0);
+            continue;
+        }
+        size_t left = req->iov[req->index].iov_len - req->offset;
+        uint32_t len = left > (1u << 30) ? 1u << 30 : (uint32_t)left;
+        int r = io->stream_send(
+            s->fd, static_cast<char *>(req->iov[req->index].iov_base) + req->offset, len);
+        if (r < 0) {
+            s->error = r;
+            fail_writes(loop, s, r);
+            return;
+        }
+        sc(s) |= SC_SEND;
+        return;
+    }
+}
+
+/* Returns every parked buffer of s to the ring. */
+void drop_parked(tl_loop *loop, tl_stream *s) noexcept {
+    uint32_t bid, len;
+    while (loop->io->buffer_unpark(&s->parked, &bid, &len)) loop->io->buffer_release(bid);
+}
+
+/* Delivers the data parked while s did not read, oldest first. */
+void deliver_parked(tl_loop *loop, tl_stream *s) noexcept {
+    uint32_t bid, len;
+    while ((s->flags & (S_READING | S_CLOSING)) == S_READING &&
+           loop->io->buffer_unpark(&s->parked, &bid, &len)) {
+        ++loop->stats.stream_reads;
+        s->read_cb(loop, s, loop->io->buffer(bid), (ptrdiff_t)len);
+        loop->io->buffer_release(bid);
+    }
+}
+
+void recv_completion(tl_loop *loop, tl_stream *s, const ReadyEvent &ev) noexcept {
+    const bool more = ev.cflags & IORING_CQE_F_MORE_BIT;
+    if (!more) sc(s) &= ~(SC_RECV | SC_CANCEL);
+    if (ev.cflags & IORING_CQE_F_BUFFER_BIT) {
+        uint32_t bid = ev.cflags >> 16;
+        if (s->flags & S_CLOSING) {
+            loop->io->buffer_release(bid);
+        } else if (!(s->flags & S_READING) || s->parked) {
+            /* Received before a read_stop took effect, or behind data still
+               parked: kept, in order, for the reader. */
+            loop->io->buffer_park(&s->parked, bid, (uint32_t)ev.res);
+            if (s->flags & S_READING) mark_pending(loop, s);
+        } else {
+            ++loop->stats.stream_reads;
+            s->read_cb(loop, s, loop->io->buffer(bid), ev.res);
+            loop->io->buffer_release(bid);
+        }
+    } else if (ev.res == -ENOBUFS) {
+        /* The ring ran dry; the data waits in the socket. The buffers the
+           other streams' callbacks give back in this dispatch refill the
+           ring before the re-armed receive reaches the kernel. */
+        ++loop->stats.buffer_ring_exhausted;
+    } else if (ev.res != -ECANCELED && (s->flags & (S_READING | S_CLOSING)) == S_READING) {
+        if (s->parked) {
+            /* EOF or an error behind parked data: the parked data goes
+               first; the re-armed receive reports the end again. */
+            mark_pending(loop, s);
+        } else {
+            s->flags &= ~S_READING; /* EOF (res 0) or -errno */
+            s->read_cb(loop, s, nullptr, ev.res);
+        }
+        return;
+    }
+    if (!more) start_recv(loop, loop->io, s);
+}
+
+void send_completion(tl_loop *loop, tl_stream *s, const ReadyEvent &ev) noexcept {
+    sc(s) &= ~SC_SEND;
+    tl_write_req *req = s->wq_send;
+    if (!req) return;
+    if (s->flags & S_CLOSING) {
+        /* The requests behind it were cancelled by the close. */
+        int status = ev.res < 0 ? ev.res : 0;
+        if (ev.res >= 0) {
+            advance(loop, s, (size_t)ev.res);
+            if (s->wq_send == req) status = -ECANCELED; /* bytes left */
+        }
+        req->status = status;
+        s->wq_send = nullptr;
+        s->wq_bytes = 0;
+        mark_pending(loop, s);
+        return;
+    }
+    if (ev.res < 0) {
+        s->error = ev.res;
+        fail_writes(loop, s, ev.res);
+        return;
+    }
+    advance(loop, s, (size_t)ev.res);
+    start_send(loop, loop->io, s);
+}
+
 /* Readiness path: receives into the loop's buffer and hands each chunk to
  * the read callback. */
 void do_reads(tl_loop *loop, tl_stream *s) noexcept {
@@ -303,14 +452,35 @@ tl_accept_cb accept_cb(const tl_listener *l) noexcept {
     return reinterpret_cast<tl_accept_cb>(l->io.priv[1]);
 }
 
+void cancel_accept(tl_loop *loop, tl_listener *l) noexcept {
+    if ((l->flags & (L_ARMED | L_CANCEL)) != L_ARMED) return;
+    loop->io->stream_cancel(l->fd, REQ_ACCEPT);
+    l->flags |= L_CANCEL;
+}
+
 void pause_listener(tl_loop *loop, tl_listener *l) noexcept {
     if (l->flags & L_PAUSED) return;
     l->flags |= L_PAUSED;
-    if (!loop->streams_completion) io_interest(loop, &l->io, 0);
+    if (loop->streams_completion)
+        cancel_accept(loop, l);
+    else
+        io_interest(loop, &l->io, 0);
     if (loop->accepts_paused++ == 0) tl_timer_start(loop, &loop->accept_timer, kAcceptRetryNs, 0);
 }
 
 void arm_listener(tl_loop *loop, tl_listener *l) noexcept {
+    if (loop->streams_completion) {
+        /* An accept still armed (its cancellation under way) is re-armed
+           by its last completion. */
+        if (l->flags & L_ARMED) return;
+        int r = loop->io->listener_accept(l->fd);
+        if (r < 0) {
+            io_internal_error(loop, "io_uring accept", r);
+            return;
+        }
+        l->flags |= L_ARMED;
+        return;
+    }
     int r = io_interest(loop, &l->io, TL_READ);
     if (r < 0) io_internal_error(loop, "listener poll", r);
 }
@@ -360,11 +530,34 @@ void listener_event(tl_loop *loop, tl_listener *l) noexcept {
     }
 }
 
+/* Completion path: one CQE of l's multishot accept. */
+void accept_completion(tl_loop *loop, tl_listener *l, const ReadyEvent &ev) noexcept {
+    const uint64_t tag = io_tag(l->io.fd, l->io.gen);
+    if (!(ev.cflags & IORING_CQE_F_MORE_BIT)) l->flags &= ~(L_ARMED | L_CANCEL);
+    int res = ev.res;
+    if (res >= 0) {
+        if (l->flags & L_PAUSED) {
+            /* Accepted while the pause's cancellation was on its way:
+               still a connection for the callback. */
+        }
+        ++loop->stats.accepts;
+        accept_cb(l)(loop, l, res);
+        if (!io_current(loop, tag)) return; /* stopped (and maybe freed) */
+    } else if (res != -ECANCELED && res != -EINTR && res != -ECONNABORTED && res != -EPROTO &&
+               res != -EAGAIN) {
+        pause_listener(loop, l);
+        accept_cb(l)(loop, l, res);
+        return;
+    }
+    if (!(l->flags & (L_ARMED | L_PAUSED))) arm_listener(loop, l);
+}
+
 /* ---- the pending pass ---------------------------------------------------- */
 
 /* The close's last steps: the fd goes, then the callback (which may free s). */
 void finish_close(tl_loop *loop, tl_stream *s) noexcept {
     if (s->flags & S_REG) io_unregister(loop, &s->io);
+    sc(s) = 0;
     if (s->fd >= 0) close(s->fd);
     bool unref = s->flags & S_UNREF;
     handle_deactivated(loop, unref);
@@ -380,6 +573,10 @@ void finish_close(tl_loop *loop, tl_stream *s) noexcept {
  * close if it is due. */
 uint64_t run_stream(tl_loop *loop, tl_stream *s) noexcept {
     uint64_t ran = 0;
+    if (loop->streams_completion && s->parked) {
+        deliver_parked(loop, s);
+        start_recv(loop, loop->io, s);
+    }
     size_t due = 0;
     for (tl_write_req *req = s->wq_head; req != s->wq_send; req = req->next) ++due;
     for (; due > 0; --due) {
@@ -421,6 +618,20 @@ void streams_close(tl_loop *loop) noexcept {
 }
 
 void stream_event(tl_loop *loop, tl_io *w, const ReadyEvent &ev) noexcept {
+    if (ev.revents & kCompletion) {
+        switch (ev.revents & kCompletionKindMask) {
+        case REQ_RECV:
+            recv_completion(loop, stream_of(w), ev);
+            break;
+        case REQ_SEND:
+            send_completion(loop, stream_of(w), ev);
+            break;
+        case REQ_ACCEPT:
+            accept_completion(loop, listener_of(w), ev);
+            break;
+        }
+        return;
+    }
     if (w->flags & IO_LISTENER) {
         listener_event(loop, listener_of(w));
         return;
@@ -431,6 +642,35 @@ void stream_event(tl_loop *loop, tl_io *w, const ReadyEvent &ev) noexcept {
     if (s->wq_send && (revents & (TL_WRITE | TL_ERROR | TL_HUP))) flush_writes(loop, s);
     if ((s->flags & S_READING) && (revents & (TL_READ | TL_ERROR | TL_HUP))) do_reads(loop, s);
     update_interest(loop, s);
+}
+
+void stream_stale(tl_loop *loop, const ReadyEvent &ev) noexcept {
+    unsigned kind = ev.revents & kCompletionKindMask;
+    if (kind == REQ_RECV && (ev.cflags & IORING_CQE_F_BUFFER_BIT))
+        loop->io->buffer_release(ev.cflags >> 16);
+    if (kind == REQ_ACCEPT && ev.res >= 0) close(ev.res);
+}
+
+int stream_readd(tl_loop *loop, IoBackend *io, tl_io *w) noexcept {
+    if (w->flags & IO_LISTENER) {
+        tl_listener *l = listener_of(w);
+        l->flags &= ~(L_ARMED | L_CANCEL);
+        if (l->flags & L_PAUSED) return 0;
+        int r = io->listener_accept(l->fd);
+        if (r == 0) l->flags |= L_ARMED;
+        return r;
+    }
+    tl_stream *s = stream_of(w);
+    /* The requests and buffers of the old backend are gone with it. */
+    sc(s) = 0;
+    s->parked = 0;
+    if ((s->flags & (S_READING | S_CLOSING)) == S_READING) {
+        int r = io->stream_buffers();
+        if (r < 0) return r;
+        start_recv(loop, io, s);
+    }
+    if (s->wq_send && !(s->flags & S_CLOSING)) start_send(loop, io, s);
+    return 0;
 }
 
 uint64_t streams_run_pending(tl_loop *loop) noexcept {
@@ -468,7 +708,10 @@ TL_API int tl_stream_read_start(tl_loop *loop, tl_stream *s, tl_read_cb cb) {
     TL_CHECK_LOOP_THREAD(loop);
     int r = check_stream(loop, s);
     if (r < 0) return r;
-    if (!loop->streams_completion && !loop->read_buf) {
+    if (loop->streams_completion) {
+        r = loop->io->stream_buffers();
+        if (r < 0) return r;
+    } else if (!loop->read_buf) {
         loop->read_buf = std::malloc(loop->read_buffer_size);
         if (!loop->read_buf) return -ENOMEM;
     }
@@ -477,7 +720,9 @@ TL_API int tl_stream_read_start(tl_loop *loop, tl_stream *s, tl_read_cb cb) {
     s->read_cb = cb;
     if (s->flags & S_READING) return 0;
     s->flags |= S_READING;
-    if (!loop->streams_completion) {
+    if (loop->streams_completion) {
+        start_recv(loop, loop->io, s);
+    } else {
         r = io_interest(loop, &s->io, wanted(s));
         if (r < 0) {
             s->flags &= ~S_READING;
@@ -494,7 +739,10 @@ TL_API int tl_stream_read_stop(tl_loop *loop, tl_stream *s) {
     if (r < 0) return r;
     if (!(s->flags & S_READING)) return 0;
     s->flags &= ~S_READING;
-    update_interest(loop, s);
+    if (loop->streams_completion)
+        cancel_recv(loop, s);
+    else
+        update_interest(loop, s);
     return 0;
 }
 
@@ -533,7 +781,9 @@ TL_API int tl_stream_write(tl_loop *loop, tl_stream *s, tl_write_req *req, const
         fail_writes(loop, s, s->error);
         return 0;
     }
-    if (first) {
+    if (loop->streams_completion) {
+        start_send(loop, loop->io, s);
+    } else if (first) {
         flush_writes(loop, s);
         update_interest(loop, s);
     }
@@ -552,6 +802,23 @@ TL_API int tl_stream_close(tl_loop *loop, tl_stream *s, tl_close_cb cb) {
     bind(loop, s, false);
     s->flags = (s->flags & ~S_READING) | S_CLOSING;
     s->close_cb = cb;
+    if (loop->streams_completion) {
+        cancel_recv(loop, s);
+        drop_parked(loop, s);
+        tl_write_req *sending = sc(s) & SC_SEND ? s->wq_send : nullptr;
+        if (sending) {
+            /* The kernel holds its buffer: the send is cancelled (a send
+               waiting for room in the socket would wait for ever) and
+               completes with its own result (send_completion); the rest
+               are cancelled now. */
+            loop->io->stream_cancel(s->fd, REQ_SEND);
+            s->wq_send = sending->next;
+            fail_writes(loop, s, -ECANCELED);
+            s->wq_send = sending;
+            mark_pending(loop, s);
+            return 0;
+        }
+    }
     fail_writes(loop, s, -ECANCELED);
     update_interest(loop, s);
     mark_pending(loop, s);
@@ -600,14 +867,17 @@ TL_API int tl_listener_start(tl_loop *loop, tl_listener *l, int fd, tl_accept_cb
     if (r < 0) return r;
     int fl = fcntl(fd, F_GETFL);
     if (fl >= 0 && !(fl & O_NONBLOCK)) fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-    r = io_interest(loop, &l->io, TL_READ);
+    l->fd = fd;
+    if (loop->streams_completion)
+        r = loop->io->listener_accept(fd);
+    else
+        r = io_interest(loop, &l->io, TL_READ);
     if (r < 0) {
         io_unregister(loop, &l->io);
         return r;
     }
-    l->fd = fd;
     l->data = data;
-    l->flags = L_MAGIC | L_ACTIVE | unref;
+    l->flags = L_MAGIC | L_ACTIVE | unref | (loop->streams_completion ? (uint32_t)L_ARMED : 0u);
     handle_activated(loop, unref);
     loop->stream_unref += unref != 0;
     ++loop->stats.listeners_active;
@@ -622,6 +892,7 @@ TL_API int tl_listener_stop(tl_loop *loop, tl_listener *l) {
     if (l->flags & L_PAUSED) {
         if (--loop->accepts_paused == 0) tl_timer_stop(loop, &loop->accept_timer);
     }
+    if (loop->streams_completion) cancel_accept(loop, l);
     io_unregister(loop, &l->io);
     bool unref = l->flags & L_UNREF;
     handle_deactivated(loop, unref);
