@@ -759,3 +759,221 @@ Test(streams, bad_arguments) {
     free_loop(loop);
     free_loop(other);
 }
+
+/* ---- fork ------------------------------------------------------------------- */
+
+#include <sys/wait.h>
+
+#define CHILD_CHECK(cond)                                                                          \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "child: %s:%d: %s\n", __FILE__, __LINE__, #cond);                      \
+            _exit(2);                                                                              \
+        }                                                                                          \
+    } while (0)
+
+static int child_accepted;
+static void child_accept(tl_loop *loop, tl_listener *l, int fd) {
+    (void)loop;
+    (void)l;
+    if (fd >= 0) {
+        ++child_accepted;
+        close(fd);
+    }
+}
+
+Test(streams, stream_and_listener_survive_fork) {
+    tl_loop *loop = new_loop();
+    int p[2];
+    make_pair(p);
+    static rec r;
+    memset(&r, 0, sizeof r);
+    tl_stream s;
+    tl_stream_init(&s, p[0], &r);
+    cr_assert_eq(tl_stream_read_start(loop, &s, on_read), 0);
+    struct sockaddr_in addr;
+    int lfd = tcp_listener(&addr, 8);
+    tl_listener l;
+    memset(&l, 0, sizeof l);
+    cr_assert_eq(tl_listener_start(loop, &l, lfd, child_accept, NULL), 0);
+    cr_assert_eq(tl_loop_run(loop, TL_RUN_NOWAIT), 1);
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        alarm(10);
+        CHILD_CHECK(tl_loop_fork(loop) == 0);
+        CHILD_CHECK(write(p[1], "child", 5) == 5);
+        int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        CHILD_CHECK(connect(c, (struct sockaddr *)&addr, sizeof addr) == 0);
+        while (r.got < 5 || child_accepted < 1) CHILD_CHECK(tl_loop_run(loop, TL_RUN_ONCE) >= 0);
+        CHILD_CHECK(memcmp(r.buf, "child", 5) == 0);
+        static wreq w;
+        w.r = &r;
+        w.iov[0].iov_base = (void *)"back";
+        w.iov[0].iov_len = 4;
+        w.req.data = &w;
+        CHILD_CHECK(tl_stream_write(loop, &s, &w.req, w.iov, 1, on_write) == 0);
+        while (r.writes < 1) CHILD_CHECK(tl_loop_run(loop, TL_RUN_ONCE) >= 0);
+        CHILD_CHECK(r.status[0] == 0);
+        _exit(0);
+    }
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child failed");
+    char back[4];
+    read_exact(p[1], back, 4);
+    cr_assert(memcmp(back, "back", 4) == 0);
+    /* The parent's loop goes on as before. */
+    cr_assert_eq(tl_listener_stop(loop, &l), 0);
+    cr_assert(write(p[1], "parent", 6) == 6);
+    while (r.got < 6) cr_assert(tl_loop_run(loop, TL_RUN_ONCE) >= 0);
+    cr_assert(memcmp(r.buf, "parent", 6) == 0);
+    tl_stream_close(loop, &s, on_close);
+    run_until_closed(loop, &r);
+    close(p[1]);
+    close(lfd);
+    free_loop(loop);
+}
+
+/* ---- differential: one script, every backend and path, same trace --------- */
+
+/* What one stream saw, in order. Consecutive reads are merged: how the bytes
+   are cut into callbacks depends on the path (one buffer per receive on
+   io_uring). The interleaving of two streams' callbacks is not compared:
+   a completion and a readiness event of one iteration may run in either
+   order. */
+typedef struct trace {
+    char text[4096];
+    size_t len;
+    size_t got; /* bytes read in all */
+    int in_data;
+} trace;
+
+static void trace_add(trace *t, const char *what, long v) {
+    t->in_data = 0;
+    t->len += (size_t)snprintf(t->text + t->len, sizeof t->text - t->len, "%s(%ld) ", what, v);
+}
+
+typedef struct side {
+    tl_stream s;
+    trace t;
+    int eof, errs, closed, writes;
+} side;
+
+static void side_read(tl_loop *loop, tl_stream *s, const void *buf, ptrdiff_t n) {
+    (void)loop;
+    side *d = s->data;
+    trace *t = &d->t;
+    if (n > 0) {
+        if (!t->in_data)
+            t->len += (size_t)snprintf(t->text + t->len, sizeof t->text - t->len, "data:");
+        t->in_data = 1;
+        t->len += (size_t)snprintf(t->text + t->len, sizeof t->text - t->len, "%.*s", (int)n,
+                                   (const char *)buf);
+        t->got += (size_t)n;
+        return;
+    }
+    trace_add(t, n == 0 ? " eof" : " err", (long)n);
+    if (n == 0)
+        ++d->eof;
+    else
+        ++d->errs;
+}
+
+static void side_write(tl_loop *loop, tl_write_req *req, int status) {
+    (void)loop;
+    side *d = req->stream->data;
+    trace_add(&d->t, " write", status);
+    ++d->writes;
+}
+
+static void side_close(tl_loop *loop, tl_stream *s) {
+    (void)loop;
+    side *d = s->data;
+    trace_add(&d->t, " close", 0);
+    ++d->closed;
+}
+
+/* Runs the script; returns 0, or the error that kept the loop from being
+   created (io_uring missing). a and b get the two streams' traces. */
+static int run_script(tl_io_kind io, const char *streams_env, side *a, side *b) {
+    if (streams_env)
+        setenv("TICKLOOP_URING_STREAMS", streams_env, 1);
+    else
+        unsetenv("TICKLOOP_URING_STREAMS");
+    tl_loop_options opts;
+    tl_loop_options_init(&opts);
+    opts.io = io;
+    opts.read_buffer_size = 256;
+    opts.read_buffer_count = 4;
+    tl_loop *loop = NULL;
+    int e = tl_loop_new(&loop, &opts);
+    unsetenv("TICKLOOP_URING_STREAMS");
+    memset(a, 0, sizeof *a);
+    memset(b, 0, sizeof *b);
+    if (e < 0) return e;
+    int p[2];
+    make_pair(p);
+    tl_stream_init(&a->s, p[0], a);
+    tl_stream_init(&b->s, p[1], b);
+    cr_assert_eq(tl_stream_read_start(loop, &a->s, side_read), 0);
+    cr_assert_eq(tl_stream_read_start(loop, &b->s, side_read), 0);
+    tl_timer fs;
+    int fired;
+    start_failsafe(loop, &fs, &fired, 10000);
+    /* 1: a sends three requests (the second of two iovecs, one empty): more
+       than the 4 buffers of 256 bytes hold. */
+    static char big[1200];
+    for (size_t i = 0; i < sizeof big; ++i) big[i] = (char)('A' + i % 26);
+    struct iovec v1[1] = {{big, 700}};
+    struct iovec v2[2] = {{(void *)"", 0}, {big + 700, 300}};
+    struct iovec v3[1] = {{big + 1000, 200}};
+    tl_write_req w1, w2, w3, w4, w5;
+    cr_assert_eq(tl_stream_write(loop, &a->s, &w1, v1, 1, side_write), 0);
+    cr_assert_eq(tl_stream_write(loop, &a->s, &w2, v2, 2, side_write), 0);
+    cr_assert_eq(tl_stream_write(loop, &a->s, &w3, v3, 1, side_write), 0);
+    while ((a->writes < 3 || b->t.got < 1200) && !fired) tl_loop_run(loop, TL_RUN_ONCE);
+    /* 2: b answers and half-closes: a sees the data, then EOF. */
+    struct iovec v4[1] = {{(void *)"pong", 4}};
+    cr_assert_eq(tl_stream_write(loop, &b->s, &w4, v4, 1, side_write), 0);
+    while (b->writes < 1 && !fired) tl_loop_run(loop, TL_RUN_ONCE);
+    shutdown(p[1], SHUT_WR);
+    while (!a->eof && !fired) tl_loop_run(loop, TL_RUN_ONCE);
+    /* 3: b stops reading; a sends; nothing arrives until b reads again. */
+    cr_assert_eq(tl_stream_read_stop(loop, &b->s), 0);
+    struct iovec v5[1] = {{(void *)"after-eof", 9}};
+    cr_assert_eq(tl_stream_write(loop, &a->s, &w5, v5, 1, side_write), 0);
+    while (a->writes < 4 && !fired) tl_loop_run(loop, TL_RUN_ONCE);
+    for (int i = 0; i < 3; ++i) tl_loop_run(loop, TL_RUN_NOWAIT);
+    trace_add(&b->t, " restart", 0);
+    cr_assert_eq(tl_stream_read_start(loop, &b->s, side_read), 0);
+    while (b->t.got < 1209 && !fired) tl_loop_run(loop, TL_RUN_ONCE);
+    /* 4: a closes; b sees EOF; b closes. */
+    cr_assert_eq(tl_stream_close(loop, &a->s, side_close), 0);
+    while ((!a->closed || !b->eof) && !fired) tl_loop_run(loop, TL_RUN_ONCE);
+    cr_assert_eq(tl_stream_close(loop, &b->s, side_close), 0);
+    while (!b->closed && !fired) tl_loop_run(loop, TL_RUN_ONCE);
+    tl_timer_stop(loop, &fs);
+    cr_assert(!fired, "script stuck: a: %s b: %s", a->t.text, b->t.text);
+    free_loop(loop);
+    return 0;
+}
+
+Test(differential, same_trace_on_every_backend_and_path) {
+    static side ea, eb, ua, ub, ra, rb;
+    cr_assert_eq(run_script(TL_IO_EPOLL, NULL, &ea, &eb), 0);
+    cr_log_info("epoll a: %s", ea.t.text);
+    cr_log_info("epoll b: %s", eb.t.text);
+    cr_assert(strstr(ea.t.text, "data:pong eof(0)") != NULL, "epoll a: %s", ea.t.text);
+    cr_assert(strstr(eb.t.text, " restart(0) data:after-eof eof(0)") != NULL, "epoll b: %s",
+              eb.t.text);
+    if (run_script(TL_IO_URING, NULL, &ua, &ub) == 0) {
+        cr_assert_str_eq(ua.t.text, ea.t.text, "io_uring a differs from epoll");
+        cr_assert_str_eq(ub.t.text, eb.t.text, "io_uring b differs from epoll");
+    }
+    if (run_script(TL_IO_URING, "readiness", &ra, &rb) == 0) {
+        cr_assert_str_eq(ra.t.text, ea.t.text, "io_uring (readiness) a differs from epoll");
+        cr_assert_str_eq(rb.t.text, eb.t.text, "io_uring (readiness) b differs from epoll");
+    }
+}
