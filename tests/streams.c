@@ -528,7 +528,7 @@ static void emfile_accept(tl_loop *loop, tl_listener *l, int fd) {
     (void)loop;
     (void)l;
     if (fd < 0) {
-        cr_assert_eq(fd, -EMFILE, "accept error %s", tl_strerror(fd));
+        cr_assert_eq(fd, -EMFILE, "accept error %d %s", fd, tl_strerror(fd));
         ++emfile_errors;
         return;
     }
@@ -541,7 +541,16 @@ static void count_iterations_stop(tl_loop *loop, tl_timer *t) {
     tl_loop_stop(loop);
 }
 
+/* valgrind enforces a lowered RLIMIT_NOFILE itself, after the system call:
+   an accept4 whose new fd is above its limit is closed and turned into
+   EMFILE, so the connection is lost instead of waiting in the backlog. */
+static int under_valgrind(void) {
+    const char *preload = getenv("LD_PRELOAD");
+    return preload && strstr(preload, "vgpreload") != NULL;
+}
+
 Test(streams, listener_at_emfile_pauses_and_resumes) {
+    if (under_valgrind()) cr_skip_test("valgrind emulates RLIMIT_NOFILE and drops connections");
     tl_loop *loop = new_loop();
     struct sockaddr_in addr;
     int lfd = tcp_listener(&addr, 64);
@@ -589,7 +598,8 @@ Test(streams, listener_at_emfile_pauses_and_resumes) {
     int fired;
     start_failsafe(loop, &fs, &fired, 10000);
     while (emfile_accepted < 2 && !fired) tl_loop_run(loop, TL_RUN_ONCE);
-    cr_assert_eq(emfile_accepted, 2, "accepting did not resume");
+    cr_assert_eq(emfile_accepted, 2, "accepting did not resume: %d accepted, %d errors",
+                 emfile_accepted, emfile_errors);
     tl_timer_stop(loop, &fs);
     cr_assert_eq(tl_listener_stop(loop, &l), 0);
     close(c1);
@@ -968,6 +978,11 @@ Test(differential, same_trace_on_every_backend_and_path) {
     cr_assert(strstr(ea.t.text, "data:pong eof(0)") != NULL, "epoll a: %s", ea.t.text);
     cr_assert(strstr(eb.t.text, " restart(0) data:after-eof eof(0)") != NULL, "epoll b: %s",
               eb.t.text);
+    /* Compared against the backend this run is for (meson runs the file
+       per backend; under valgrind only epoll, whose checks cannot follow
+       io_uring's writes into the buffer ring). */
+    const char *io = getenv("TICKLOOP_IO");
+    if (io && strcmp(io, "epoll") == 0) return;
     if (run_script(TL_IO_URING, NULL, &ua, &ub) == 0) {
         cr_assert_str_eq(ua.t.text, ea.t.text, "io_uring a differs from epoll");
         cr_assert_str_eq(ub.t.text, eb.t.text, "io_uring b differs from epoll");
