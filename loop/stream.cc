@@ -766,12 +766,11 @@ TL_API int tl_stream_write(tl_loop *loop, tl_stream *s, tl_write_req *req, const
         if (iov[i].iov_len > SSIZE_MAX - total) return -EINVAL;
         total += iov[i].iov_len;
     }
-    /* A request still queued on s (its callback has not run): refused, or
-       the queue would loop. Checked by walking the queue only when the
-       request's own words say so, so stale memory costs no false refusal. */
-    if ((req->flags & REQ_QUEUED) && req->stream == s)
-        for (tl_write_req *q = s->wq_head; q; q = q->next)
-            if (q == req) return -EBUSY;
+    /* A request queued again before its callback would loop the queue.
+       Refused where it can be seen in O(1) without reading the request
+       (which may be fresh memory): the queue's first, sending or last
+       request, which covers reusing the request just written. */
+    if (req == s->wq_head || req == s->wq_send || req == s->wq_tail) return -EBUSY;
     r = bind(loop, s, true);
     if (r < 0) return r;
     req->stream = s;

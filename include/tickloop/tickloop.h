@@ -683,8 +683,10 @@ TL_API int tl_stream_read_stop(tl_loop *loop, tl_stream *s);
  * later completes with that error. Allocates nothing. Returns 0, -EINVAL
  * (NULL loop, s, req or cb; iov NULL with iovcnt > 0; iovcnt out of range or
  * lengths adding up beyond SSIZE_MAX; s not initialised or bound to another
- * loop), -EPIPE (s closing), -EBUSY (req is still queued on s, its callback
- * not run yet; or, as tl_stream_read_start, fd held by another handle),
+ * loop), -EPIPE (s closing), -EBUSY (req is the first, the sending or the
+ * last request queued on s: queuing a request again before its callback is
+ * refused when it is one of those, undefined otherwise; or, as
+ * tl_stream_read_start, fd held by another handle),
  * -EBADF, -ENOTSOCK as tl_stream_read_start. Loop thread. */
 TL_API int tl_stream_write(tl_loop *loop, tl_stream *s, tl_write_req *req, const struct iovec *iov,
                            int iovcnt, tl_write_cb cb);

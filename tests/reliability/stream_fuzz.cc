@@ -295,7 +295,16 @@ void run_input(const uint8_t *data, size_t size, tl_io_kind io, const char *path
         if (slot.peer >= 0) close(slot.peer);
         slot.peer = -1;
     }
-    for (int i = 0; i < 1000 && tl_loop_alive(loop); ++i) tl_loop_run(loop, TL_RUN_NOWAIT);
+    /* Blocking iterations, bounded by an unreferenced timer: a send the
+       close cancelled may take the kernel a moment (io_uring), longer than
+       any fixed number of non-blocking iterations. */
+    tl_timer limit;
+    tl_timer_init(
+        &limit, [](tl_loop *l, tl_timer *) { tl_loop_stop(l); }, nullptr);
+    tl_timer_start(loop, &limit, 5000000000ull, 0);
+    tl_timer_set_ref(loop, &limit, 0);
+    tl_loop_run(loop, TL_RUN_DEFAULT);
+    tl_timer_stop(loop, &limit);
     for (Slot &slot : c.slots) FUZZ_CHECK(!slot.st, "a stream never finished closing");
     FUZZ_CHECK(tl_loop_free(loop) == 0, "tl_loop_free");
     ctx = nullptr;
