@@ -9,8 +9,8 @@
  * from C through noexcept trampolines: a callback that throws terminates the
  * program rather than unwinding through C frames.
  *
- * Handles (Timer, Io, Async, Signal, Hook) are neither copyable nor movable:
- * the loop holds their address while they are active. A handle stops itself
+ * Handles (Timer, Io, Async, Signal, Hook, Stream, Listener) are neither
+ * copyable nor movable: the loop holds their address while they are active. A handle stops itself
  * when destroyed; destroy the handles before their Loop. A Loop knows its
  * live handles: destroying it first is caught in debug builds (a message
  * naming the mistake, then abort) instead of a use-after-scope in the
@@ -225,8 +225,10 @@ public:
     ~Loop() {
         if (handles_) {
 #ifndef NDEBUG
-            std::fprintf(stderr, "tickloop: Loop destroyed while a Timer/Io/Async/Signal/Hook "
-                                 "of it still exists; destroy the handles first\n");
+            std::fprintf(
+                stderr,
+                "tickloop: Loop destroyed while a Timer/Io/Async/Signal/Hook/Stream/Listener "
+                "of it still exists; destroy the handles first\n");
             std::abort();
 #else
             while (handles_) {
