@@ -61,7 +61,9 @@ int reserve_fd(tl_loop *loop, int fd) noexcept {
 }
 
 uint32_t next_gen(tl_loop *loop) noexcept {
-    if (++loop->io_gen == 0) ++loop->io_gen; /* 0 marks a backend's own tags */
+    /* 0 marks a backend's own tags; the top two bits of the tag's
+       generation half name a completion request's kind (req_tag). */
+    if (++loop->io_gen == 0 || loop->io_gen > kMaxGen) loop->io_gen = 1;
     return loop->io_gen;
 }
 
@@ -128,8 +130,17 @@ uint64_t io_dispatch(tl_loop *loop, int n) noexcept {
     for (int i = 0; i < n; ++i) {
         const ReadyEvent &ev = loop->events[i];
         IoSlot *slot = io_current(loop, ev.tag);
-        if (!slot) continue; /* stopped meanwhile */
+        if (!slot) { /* stopped meanwhile */
+            if (ev.revents & kCompletion) stream_stale(loop, ev);
+            continue;
+        }
         tl_io *w = slot->watcher;
+        if (w->flags & IO_HANDLE_KINDS) {
+            /* A stream or listener: the loop reads, writes or accepts. */
+            ++ran;
+            stream_event(loop, w, ev);
+            continue;
+        }
         unsigned revents = ev.revents & (w->events | kAlwaysReported);
         if (!revents) continue;
         if (!(w->flags & IO_INTERNAL)) ++loop->stats.io_events;
@@ -144,6 +155,10 @@ int io_readd_all(tl_loop *loop, IoBackend *io) noexcept {
     for (size_t fd = 0; fd < loop->io_slots_size; ++fd) {
         IoSlot &slot = loop->io_slots[fd];
         if (!slot.watcher) continue;
+        /* A stream or listener with no readiness wanted is not in the
+           backend (io_interest), unless the backend drives it with
+           completions (it re-arms them in add). */
+        if (slot.watcher->events == 0 && !loop->streams_completion) continue;
         slot.state = slot.index = 0;
         int r = io->add((int)fd);
         if (r < 0 && r != -EBADF && first == 0) first = r;
@@ -169,6 +184,57 @@ int io_start_internal(tl_loop *loop, tl_io *w, int fd, tl_io_cb cb) noexcept {
 
 void io_stop_internal(tl_loop *loop, tl_io *w) noexcept {
     if (w->flags & IO_ACTIVE) stop(loop, w);
+}
+
+int io_register(tl_loop *loop, tl_io *w, uint32_t kind) noexcept {
+    if (w->fd < 0) return -EBADF;
+    int r = reserve_fd(loop, w->fd);
+    if (r < 0) return r;
+    /* reserve_fd checks only when the table grows. */
+    if (fcntl(w->fd, F_GETFD) < 0) return -errno;
+    IoSlot &slot = loop->io_slots[w->fd];
+    if (slot.watcher) return -EBUSY;
+    w->gen = next_gen(loop);
+    w->events = 0;
+    slot = IoSlot{w, 0, 0};
+    w->flags = IO_ACTIVE | kind | (w->flags & IO_UNREF);
+    w->priv[0] = reinterpret_cast<uintptr_t>(loop);
+    ++loop->io_count;
+    return 0;
+}
+
+int io_interest(tl_loop *loop, tl_io *w, unsigned events) noexcept {
+    if (events == w->events) return 0;
+    int r = 0;
+    if (w->events == 0) {
+        unsigned old = w->events;
+        w->events = events;
+        IoSlot &slot = loop->io_slots[w->fd];
+        slot.state = slot.index = 0;
+        r = loop->io->add(w->fd);
+        if (r < 0) w->events = old;
+        return r;
+    }
+    if (events == 0) {
+        loop->io->remove(w->fd);
+        IoSlot &slot = loop->io_slots[w->fd];
+        slot.state = slot.index = 0;
+        w->events = 0;
+        return 0;
+    }
+    r = loop->io->modify(w->fd, events);
+    if (r == 0) w->events = events;
+    return r;
+}
+
+void io_unregister(tl_loop *loop, tl_io *w) noexcept {
+    if (!(w->flags & IO_ACTIVE)) return;
+    if (w->events != 0 || loop->streams_completion) loop->io->remove(w->fd);
+    loop->io_slots[w->fd] = IoSlot{};
+    --loop->io_count;
+    w->events = 0;
+    w->flags &= IO_UNREF;
+    w->priv[0] = 0;
 }
 
 int io_reserve_fd(tl_loop *loop, int fd) noexcept {

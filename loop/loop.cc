@@ -163,6 +163,7 @@ uint64_t timer_timeout(const tl_loop *loop, uint64_t now) noexcept {
    the run is about to end: libuv's uv__backend_timeout does the same). */
 uint64_t wait_timeout(tl_loop *loop, tl_run_mode mode) noexcept {
     if (mode == TL_RUN_NOWAIT || loop->stopping || loop->idle_hooks || !alive(loop)) return 0;
+    if (streams_pending(loop)) return 0; /* stream callbacks due: do not sleep */
     /* The other clocks' timerfds are armed here; one of them due now makes
        the wait not block. */
     if (loop->clocks[TL_CLOCK_BOOTTIME].timers || loop->clocks[TL_CLOCK_REALTIME].timers)
@@ -193,6 +194,7 @@ int iterate(tl_loop *loop, tl_run_mode mode) noexcept {
         if (ran > loop->stats.max_timers_per_wakeup) loop->stats.max_timers_per_wakeup = ran;
     }
     ran += io_dispatch(loop, n);
+    ran += streams_run_pending(loop);
     hooks_run(loop, TL_HOOK_CHECK);
     TL_DEBUG_VERIFY(loop, "loop iteration");
     ++loop->stats.iterations;
@@ -261,6 +263,11 @@ TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts) {
     loop->signal_fd = -1;
     for (tl_loop::ClockState &cs : loop->clocks) cs.fd = -1;
     sigemptyset(&loop->signal_mask);
+    r = streams_configure(loop, opts);
+    if (r < 0) {
+        std::free(loop);
+        return r;
+    }
 
     tl_timer_config cfg = timer_config(opts->tick_ns, opts->wheel_slots);
     loop->timer_backend = backend;
@@ -290,6 +297,7 @@ TL_API int tl_loop_free(tl_loop *loop) {
     async_close(loop);
     signal_close(loop);
     clock_close(loop);
+    streams_close(loop);
     io_close(loop);
     delete loop->io;
     loop->timer_backend->destroy(loop->timers);
@@ -365,7 +373,7 @@ TL_API int tl_loop_fd(const tl_loop *loop) {
 TL_API uint64_t tl_loop_timeout(const tl_loop *loop) {
     if (!loop) return 0;
     TL_CHECK_LOOP_THREAD(loop);
-    if (loop->stopping || loop->idle_hooks) return 0;
+    if (loop->stopping || loop->idle_hooks || streams_pending(loop)) return 0;
     /* io_uring re-arms ride on the next wait; a host about to block on
        tl_loop_fd would never see their completions. Submit them now (one
        syscall) rather than make the host run an extra round. Completions
@@ -416,18 +424,26 @@ TL_API int tl_loop_fork(tl_loop *loop) {
    list (both walked by verify.cc), so their share is taken from that. Debug
    builds run it inside loop_verify too. */
 extern "C" const char *tl_detail_loop_check(const tl_loop *loop) noexcept {
-    uint64_t io = 0, io_unref = 0;
+    uint64_t io = 0, io_unref = 0, streams = 0, listeners = 0;
     for (size_t fd = 0; fd < loop->io_slots_size; ++fd) {
         const tl_io *w = loop->io_slots[fd].watcher;
         if (!w) continue;
         if (w->fd != (int)fd) return "fd table: a watcher filed under another fd";
         if (!(w->flags & IO_ACTIVE)) return "fd table: an inactive watcher";
         if (w->flags & IO_INTERNAL) continue;
+        /* Streams and listeners are counted by stream.cc (a closing stream
+           may have left the table already). */
+        streams += (w->flags & IO_STREAM) != 0;
+        listeners += (w->flags & IO_LISTENER) != 0;
+        if (w->flags & IO_HANDLE_KINDS) continue;
         ++io;
         io_unref += (w->flags & IO_UNREF) != 0;
     }
     if (io != loop->stats.io_active) return "io_active differs from the fd table";
-    uint64_t asyncs = 0, unref = io_unref;
+    if (streams > loop->stats.streams_active) return "more streams in the fd table than active";
+    if (listeners != loop->stats.listeners_active)
+        return "listeners_active differs from the fd table";
+    uint64_t asyncs = 0, unref = io_unref + loop->stream_unref;
     for (const tl_async *a = loop->asyncs.head; a; a = a->next) {
         if (!(a->magic & HANDLE_ACTIVE) || a->loop != loop) return "async list: not active here";
         if (a->next ? a->next->prev != a : loop->asyncs.tail != a) return "async list: links";
@@ -458,7 +474,8 @@ extern "C" const char *tl_detail_loop_check(const tl_loop *loop) noexcept {
     if (hooks != loop->stats.hooks_active) return "hooks_active differs from the lists";
     if (idle != loop->idle_hooks) return "idle_hooks differs from the IDLE list";
     uint64_t timers = timers_active(loop);
-    if (loop->active_handles != timers + io + asyncs + signals + hooks)
+    if (loop->active_handles != timers + io + asyncs + signals + hooks +
+                                    loop->stats.streams_active + loop->stats.listeners_active)
         return "active_handles is not the sum of the kinds";
     /* Unreferenced timers cannot be enumerated: they make up the rest. */
     if (loop->unref_active < unref || loop->unref_active - unref > timers)

@@ -6,6 +6,7 @@
 #ifndef TICKLOOP_LOOP_LOOP_INTERNAL_H
 #define TICKLOOP_LOOP_LOOP_INTERNAL_H
 
+#include <cerrno>
 #include <csignal>
 #include <cstdint>
 #include <ctime>
@@ -26,7 +27,15 @@ namespace tl::detail {
 struct ReadyEvent {
     uint64_t tag;
     unsigned revents;
+    /* A completion of a stream or listener request (io_uring's completion
+       path; revents is then kCompletion): the CQE's res and flags. */
+    int32_t res = 0;
+    uint32_t cflags = 0;
 };
+
+/* ReadyEvent::revents of a completion: no readiness bit, never masked away. */
+inline constexpr unsigned kCompletion = 1u << 31;
+inline constexpr unsigned kCompletionKindMask = 3u; /* REQ_RECV, REQ_SEND, REQ_ACCEPT */
 
 inline constexpr uint64_t io_tag(int fd, uint32_t gen) noexcept {
     return (uint64_t)gen << 32 | (uint32_t)fd;
@@ -36,6 +45,22 @@ inline constexpr int io_tag_fd(uint64_t tag) noexcept {
 }
 inline constexpr uint32_t io_tag_gen(uint64_t tag) noexcept {
     return (uint32_t)(tag >> 32);
+}
+
+/* The requests a completion backend makes for streams and listeners carry
+ * their registration's tag with the request's kind in the top two bits
+ * (generations stay below 2^30, so a registration's own tag has kind 0 and
+ * a tagged request never passes io_current() as a registration). */
+enum : unsigned { REQ_POLL = 0, REQ_RECV = 1, REQ_SEND = 2, REQ_ACCEPT = 3 };
+inline constexpr uint32_t kMaxGen = (1u << 30) - 1;
+inline constexpr uint64_t req_tag(uint64_t tag, unsigned kind) noexcept {
+    return tag | (uint64_t)kind << 62;
+}
+inline constexpr unsigned req_kind(uint64_t tag) noexcept {
+    return (unsigned)(tag >> 62);
+}
+inline constexpr uint64_t req_base(uint64_t tag) noexcept {
+    return tag & ~(3ull << 62);
 }
 
 /* TL_READ/TL_WRITE <-> poll(2) bits. epoll's EPOLLIN/OUT/PRI/ERR/HUP/RDHUP
@@ -187,6 +212,50 @@ public:
        loop's clock read and the syscall (callbacks, preemption) never
        lengthens a wait. */
     virtual int wait(uint64_t deadline_ns, ReadyEvent *out, int cap) noexcept = 0;
+
+    /* The completion path of streams and listeners (loop/stream.cc; io_uring
+       only). A stream or listener registration never gets add()'s poll on
+       that path: add() re-arms its requests instead (stream_readd), and
+       remove() cancels them. Requests complete as ReadyEvents with revents
+       kCompletion | kind, tag io_tag(fd, gen), and the CQE's res and
+       flags. A completion for a registration that is gone is handled
+       by the backend (buffer returned, accepted socket closed), or by
+       stream_stale if the loop drops it. */
+    /* Allocates the read buffers and fills the ring (first reading stream):
+       0, -ENOMEM. */
+    virtual int stream_buffers() noexcept { return -ENOSYS; }
+    /* Arms a multishot receive (REQ_RECV) for fd's registration. */
+    virtual int stream_recv(int fd) noexcept {
+        (void)fd;
+        return -ENOSYS;
+    }
+    /* Submits one send (REQ_SEND) of len bytes at buf, MSG_NOSIGNAL. */
+    virtual int stream_send(int fd, const void *buf, uint32_t len) noexcept {
+        (void)fd, (void)buf, (void)len;
+        return -ENOSYS;
+    }
+    /* Arms a multishot accept (REQ_ACCEPT), NONBLOCK|CLOEXEC sockets. */
+    virtual int listener_accept(int fd) noexcept {
+        (void)fd;
+        return -ENOSYS;
+    }
+    /* Cancels fd's request of that kind (its last CQE still arrives). */
+    virtual void stream_cancel(int fd, unsigned kind) noexcept { (void)fd, (void)kind; }
+    /* A buffer a receive completion named; its return to the ring. */
+    virtual const void *buffer(uint32_t bid) noexcept {
+        (void)bid;
+        return nullptr;
+    }
+    virtual void buffer_release(uint32_t bid) noexcept { (void)bid; }
+    /* A per-stream FIFO of received buffers held while the stream does not
+       read (chain: 0 when empty), through arrays the backend owns. */
+    virtual void buffer_park(uint32_t *chain, uint32_t bid, uint32_t len) noexcept {
+        (void)chain, (void)bid, (void)len;
+    }
+    virtual bool buffer_unpark(uint32_t *chain, uint32_t *bid, uint32_t *len) noexcept {
+        (void)chain, (void)bid, (void)len;
+        return false;
+    }
 };
 
 /* A fresh CLOCK_MONOTONIC read, in ns. */
@@ -287,6 +356,9 @@ enum : uint32_t {
     IO_ACTIVE = 1u << 0,
     IO_INTERNAL = 1u << 1, /* the loop's own (async eventfd, signalfd): keeps nothing alive */
     IO_UNREF = 1u << 2,    /* tl_io_set_ref(.., 0); kept across stop/start   */
+    IO_STREAM = 1u << 3,   /* the registration of a tl_stream (loop/stream.cc) */
+    IO_LISTENER = 1u << 4, /* the registration of a tl_listener                */
+    IO_HANDLE_KINDS = IO_STREAM | IO_LISTENER,
 };
 
 /* tl_hook::flags. */
@@ -394,6 +466,16 @@ struct tl_loop {
     uint64_t hook_seq;   /* bumped per tl_hook_start               */
     uint64_t idle_hooks; /* active IDLE hooks: the wait must not block */
 
+    /* Streams and listeners (loop/stream.cc). */
+    tl_stream *stream_pending_head; /* streams with callbacks due: FIFO */
+    tl_stream *stream_pending_tail;
+    uint64_t stream_unref; /* bound streams and started listeners that are unreferenced */
+    void *read_buf;        /* the readiness path's one read buffer; null until used */
+    uint32_t read_buffer_size, read_buffer_count;
+    bool streams_completion; /* io_uring completion path (else readiness)       */
+    uint32_t accepts_paused; /* listeners paused after an accept error          */
+    tl_timer accept_timer;   /* resumes them (unreferenced, started on demand) */
+
     tl_loop_stats stats; /* counters; the *_active fields are kept live */
     tl::detail::ReadyEvent events[tl::detail::kMaxEvents];
     tl::detail::LatenessHistogram lateness; /* cold: 7.8 KB, last */
@@ -452,6 +534,35 @@ int io_readd_all(tl_loop *loop, IoBackend *io) noexcept;
 /* An error the loop hid from the caller (an internal completion failed):
    counted in the stats, and fatal in debug builds, where it is a bug. */
 void io_internal_error(tl_loop *loop, const char *what, int err) noexcept;
+/* The fd registry for streams and listeners (io.cc): register w (fd, flags
+   IO_STREAM or IO_LISTENER) with no events and without telling the I/O
+   backend; -EBUSY if fd is taken, -EBADF if it is not open. io_interest then
+   sets the readiness the backend waits for (0: none: the backend forgets the
+   fd, so that a hung-up idle socket cannot make the loop spin); io_unregister
+   drops the registration. Handle counts are the caller's. */
+int io_register(tl_loop *loop, tl_io *w, uint32_t kind) noexcept;
+int io_interest(tl_loop *loop, tl_io *w, unsigned events) noexcept;
+void io_unregister(tl_loop *loop, tl_io *w) noexcept;
+/* stream.cc: an event (readiness, or a completion on io_uring) for a
+   stream's or listener's registration. */
+void stream_event(tl_loop *loop, tl_io *w, const ReadyEvent &ev) noexcept;
+/* A completion the loop dropped (its registration is gone): returns its
+   buffer, closes an accepted socket. */
+void stream_stale(tl_loop *loop, const ReadyEvent &ev) noexcept;
+/* Completion path: gives the requests of a stream or listener registration
+   to io (a fresh backend after tl_loop_fork, or io_readd_all). */
+int stream_readd(tl_loop *loop, IoBackend *io, tl_io *w) noexcept;
+/* Runs the callbacks that streams have due (completed writes, closes): after
+   the iteration's I/O callbacks. Streams made pending meanwhile wait for the
+   next iteration, which then does not block. */
+uint64_t streams_run_pending(tl_loop *loop) noexcept;
+inline bool streams_pending(const tl_loop *loop) noexcept {
+    return loop->stream_pending_head != nullptr;
+}
+/* Validates and applies the read-buffer options; -EINVAL if out of range. */
+int streams_configure(tl_loop *loop, const tl_loop_options *opts) noexcept;
+void streams_close(tl_loop *loop) noexcept;
+
 /* Runs the active hooks of one kind in start order (hook.cc). */
 void hooks_run(tl_loop *loop, tl_hook_kind kind) noexcept;
 /* tl_loop_fork's steps for the loop's own descriptors: each creates a new

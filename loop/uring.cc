@@ -113,6 +113,7 @@ public:
         if (probe_fd_ >= 0) close(probe_fd_);
         std::free(queue_);
         std::free(cancels_);
+        streams_free();
     }
 
     const char *name() const noexcept override { return "io_uring"; }
@@ -173,6 +174,8 @@ public:
     }
 
     int add(int fd) noexcept override {
+        tl_io *sw = loop_->io_slots[fd].watcher;
+        if (streams_ok_ && (sw->flags & IO_HANDLE_KINDS)) return stream_readd(loop_, this, sw);
         struct epoll_event ev;
         std::memset(&ev, 0, sizeof ev);
         if (epoll_ctl(probe_fd_, EPOLL_CTL_MOD, fd, &ev) < 0 && errno != ENOENT) return -errno;
@@ -198,6 +201,8 @@ public:
 
     void remove(int fd) noexcept override {
         IoSlot &slot = loop_->io_slots[fd];
+        /* A stream's or listener's requests are cancelled by stream.cc. */
+        if (streams_ok_ && (slot.watcher->flags & IO_HANDLE_KINDS)) return;
         if (slot.state & kQueued) dequeue(fd);
         if (slot.state & kArmed) {
             uint64_t tag = io_tag(fd, slot.watcher->gen);
@@ -284,7 +289,172 @@ public:
         return t > UINT64_MAX - add ? UINT64_MAX : t + add;
     }
 
+    /* ---- Streams' completion path ------------------------------------- */
+
+    /* Decides the path of the loop's streams: completion when the kernel has
+       multishot receive (Linux 6.0, probed through IORING_OP_SEND_ZC, which
+       came with it) and takes a trial registration of the buffer ring (5.19),
+       unless TICKLOOP_URING_STREAMS=readiness. The ring of buffer
+       descriptors (16 bytes each) stays registered; the buffers themselves
+       are allocated when the first stream reads. */
+    void probe_streams() noexcept {
+        const char *env = std::getenv("TICKLOOP_URING_STREAMS");
+        if (env && std::strcmp(env, "readiness") == 0) return;
+        struct io_uring_probe *probe = io_uring_get_probe_ring(&ring_);
+        if (!probe) return;
+        bool ok = io_uring_opcode_supported(probe, IORING_OP_SEND_ZC) &&
+                  io_uring_opcode_supported(probe, IORING_OP_RECV) &&
+                  io_uring_opcode_supported(probe, IORING_OP_ACCEPT);
+        io_uring_free_probe(probe);
+        if (!ok) return;
+        buf_count_ = loop_->read_buffer_count;
+        buf_size_ = loop_->read_buffer_size;
+        size_t bytes = (size_t)buf_count_ * sizeof(struct io_uring_buf);
+        long page = sysconf(_SC_PAGESIZE);
+        void *mem = nullptr;
+        if (posix_memalign(&mem, page > 0 ? (size_t)page : 4096, bytes) != 0) return;
+        std::memset(mem, 0, bytes);
+        br_ = static_cast<struct io_uring_buf_ring *>(mem);
+        io_uring_buf_ring_init(br_);
+        struct io_uring_buf_reg reg;
+        std::memset(&reg, 0, sizeof reg);
+        reg.ring_addr = (uint64_t)(uintptr_t)br_;
+        reg.ring_entries = buf_count_;
+        reg.bgid = kBufGroup;
+        if (io_uring_register_buf_ring(&ring_, &reg, 0) < 0) {
+            std::free(br_);
+            br_ = nullptr;
+            return;
+        }
+        streams_ok_ = true;
+    }
+    bool streams_ok() const noexcept { return streams_ok_; }
+
+    int stream_buffers() noexcept override {
+        if (bufs_) return 0;
+        if (!streams_ok_) return -ENOSYS;
+        size_t bytes = (size_t)buf_count_ * buf_size_;
+        void *mem = nullptr;
+        if (posix_memalign(&mem, 4096, bytes) != 0) return -ENOMEM;
+        park_next_ = static_cast<uint16_t *>(std::malloc(buf_count_ * sizeof(uint16_t)));
+        park_len_ = static_cast<uint32_t *>(std::malloc(buf_count_ * sizeof(uint32_t)));
+        if (!park_next_ || !park_len_) {
+            std::free(park_next_);
+            std::free(park_len_);
+            park_next_ = nullptr;
+            park_len_ = nullptr;
+            std::free(mem);
+            return -ENOMEM;
+        }
+        bufs_ = static_cast<char *>(mem);
+        for (uint32_t bid = 0; bid < buf_count_; ++bid)
+            io_uring_buf_ring_add(br_, bufs_ + (size_t)bid * buf_size_, buf_size_, (uint16_t)bid,
+                                  io_uring_buf_ring_mask(buf_count_), (int)bid);
+        io_uring_buf_ring_advance(br_, (int)buf_count_);
+        return 0;
+    }
+
+    int stream_recv(int fd) noexcept override {
+        io_uring_sqe *sqe = get_sqe();
+        if (!sqe) return -EBUSY;
+        io_uring_prep_recv_multishot(sqe, fd, nullptr, 0, 0);
+        sqe->flags |= IOSQE_BUFFER_SELECT;
+        sqe->buf_group = kBufGroup;
+        io_uring_sqe_set_data64(sqe, req_tag(slot_tag(fd), REQ_RECV));
+        return 0;
+    }
+
+    int stream_send(int fd, const void *buf, uint32_t len) noexcept override {
+        io_uring_sqe *sqe = get_sqe();
+        if (!sqe) return -EBUSY;
+        io_uring_prep_send(sqe, fd, buf, len, MSG_NOSIGNAL);
+        io_uring_sqe_set_data64(sqe, req_tag(slot_tag(fd), REQ_SEND));
+        return 0;
+    }
+
+    int listener_accept(int fd) noexcept override {
+        io_uring_sqe *sqe = get_sqe();
+        if (!sqe) return -EBUSY;
+        io_uring_prep_multishot_accept(sqe, fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        io_uring_sqe_set_data64(sqe, req_tag(slot_tag(fd), REQ_ACCEPT));
+        return 0;
+    }
+
+    void stream_cancel(int fd, unsigned kind) noexcept override {
+        io_uring_sqe *sqe = get_sqe();
+        if (!sqe) {
+            io_internal_error(loop_, "io_uring stream cancel", -EBUSY);
+            return;
+        }
+        io_uring_prep_cancel64(sqe, req_tag(slot_tag(fd), kind), 0);
+        io_uring_sqe_set_data64(sqe, kInternalTag);
+    }
+
+    const void *buffer(uint32_t bid) noexcept override { return bufs_ + (size_t)bid * buf_size_; }
+
+    void buffer_release(uint32_t bid) noexcept override {
+        if (!bufs_ || bid >= buf_count_) return;
+        io_uring_buf_ring_add(br_, bufs_ + (size_t)bid * buf_size_, buf_size_, (uint16_t)bid,
+                              io_uring_buf_ring_mask(buf_count_), 0);
+        io_uring_buf_ring_advance(br_, 1);
+    }
+
+    /* chain: (head + 1) in the low 16 bits, (tail + 1) in the high 16. */
+    void buffer_park(uint32_t *chain, uint32_t bid, uint32_t len) noexcept override {
+        park_next_[bid] = 0;
+        parked_len(bid) = len;
+        uint32_t tail = *chain >> 16;
+        if (tail)
+            park_next_[tail - 1] = (uint16_t)(bid + 1);
+        else
+            *chain = bid + 1;
+        *chain = (*chain & 0xffffu) | (bid + 1) << 16;
+    }
+
+    bool buffer_unpark(uint32_t *chain, uint32_t *bid, uint32_t *len) noexcept override {
+        uint32_t head = *chain & 0xffffu;
+        if (!head) return false;
+        *bid = head - 1;
+        *len = parked_len(*bid);
+        uint32_t next = park_next_[*bid];
+        *chain = next ? (*chain & 0xffff0000u) | next : 0;
+        return true;
+    }
+
 private:
+    static constexpr uint16_t kBufGroup = 0;
+
+    uint64_t slot_tag(int fd) const noexcept {
+        return io_tag(fd, loop_->io_slots[fd].watcher->gen);
+    }
+
+    uint32_t &parked_len(uint32_t bid) noexcept { return park_len_[bid]; }
+
+    /* A stream's or listener's completion: to the loop if its registration
+       is current, else cleaned up here. */
+    void stream_cqe(const io_uring_cqe *cqe, ReadyEvent *out, int &ready) noexcept {
+        uint64_t tag = io_uring_cqe_get_data64(cqe);
+        uint64_t base = req_base(tag);
+        unsigned kind = req_kind(tag);
+        if (!io_current(loop_, base)) {
+            if (cqe->flags & IORING_CQE_F_BUFFER)
+                buffer_release(cqe->flags >> IORING_CQE_BUFFER_SHIFT);
+            if (kind == REQ_ACCEPT && cqe->res >= 0) close(cqe->res);
+            return;
+        }
+        ReadyEvent ev{base, kCompletion | kind};
+        ev.res = cqe->res;
+        ev.cflags = cqe->flags;
+        out[ready++] = ev;
+    }
+
+    void streams_free() noexcept {
+        std::free(bufs_);
+        std::free(park_next_);
+        std::free(park_len_);
+        std::free(br_);
+    }
+
     /* Publishes the queued SQEs to the kernel (liburing's flush: the ring is
        never SQPOLL) and returns how many the next enter submits. */
     unsigned flush_sq() noexcept {
@@ -483,6 +653,10 @@ private:
                     io_internal_error(loop_, "io_uring poll remove/update", res);
                 continue;
             }
+            if (req_kind(tag) != REQ_POLL) {
+                stream_cqe(cqes[i], out, ready);
+                continue;
+            }
             IoSlot *slot = io_current(loop_, tag);
             if (!slot) continue; /* stale: the loop dropped this registration */
             slot->state &= ~kArmed;
@@ -527,6 +701,13 @@ private:
     size_t queue_count_ = 0, queue_cap_ = 0;
     uint64_t *cancels_ = nullptr; /* tags of polls to remove at the next wait */
     size_t cancel_count_ = 0, cancel_cap_ = 0;
+    /* Streams' completion path. */
+    bool streams_ok_ = false;                /* probe_streams said yes        */
+    struct io_uring_buf_ring *br_ = nullptr; /* the registered buffer ring    */
+    char *bufs_ = nullptr;                   /* buf_count_ * buf_size_ bytes  */
+    uint16_t *park_next_ = nullptr;          /* parked chains: next id + 1    */
+    uint32_t *park_len_ = nullptr;           /* parked buffers' lengths       */
+    uint32_t buf_count_ = 0, buf_size_ = 0;
 };
 
 } // namespace
@@ -553,6 +734,8 @@ int uring_backend_create(tl_loop *loop, IoBackend **out) noexcept {
         return r;
     }
     backend->probe_abs_timer();
+    backend->probe_streams();
+    loop->streams_completion = backend->streams_ok();
     *out = backend;
     return 0;
 }

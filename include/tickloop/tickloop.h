@@ -27,6 +27,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h> /* struct iovec (tl_stream_write) */
 
 /* The one place the version lives; meson.build reads it from here. */
 #define TL_VERSION_MAJOR 0
@@ -81,6 +82,16 @@ typedef struct tl_loop_options {
                                        last such loop of the thread is freed there, the
                                        thread gets back the slack it had before. Do not
                                        change the slack yourself meanwhile.               */
+    /* Streams (extensions): the loop's read buffers, shared by all its
+       streams ("Streams and listeners" below).                                     */
+    uint32_t read_buffer_size;  /* bytes per buffer, a power of two from 256 to
+                                   16 MiB, else -EINVAL; 0: default 16384. The
+                                   most one read callback is given.          */
+    uint32_t read_buffer_count; /* buffers in the io_uring buffer ring, a power
+                                   of two from 1 to 32768, else -EINVAL; 0:
+                                   default 256 (4 MiB with the default size,
+                                   allocated when the first stream reads). The
+                                   readiness path (epoll) uses one buffer.   */
     /* ABI: the struct has a fixed size, TL_LOOP_OPTIONS_SIZE bytes, for the
        life of the soname (docs/abi.md). A field added later takes the place
        of reserved words at the end: add it just above `reserved`, shrink
@@ -89,7 +100,7 @@ typedef struct tl_loop_options {
        words are zero, keeps today's behaviour. Always start from
        tl_loop_options_init() (or zero the struct); tl_loop_new() returns
        -EINVAL if a reserved word is not zero.                                */
-    uint64_t reserved[26];
+    uint64_t reserved[25];
 } tl_loop_options;
 
 #define TL_LOOP_OPTIONS_SIZE 256
@@ -527,6 +538,194 @@ TL_API uint64_t tl_loop_timeout(const tl_loop *loop);
 TL_API int tl_loop_fork(tl_loop *loop);
 
 /* ------------------------------------------------------------------------ */
+/* Streams and listeners                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* A stream is a connected, non-blocking stream socket (TCP, UNIX) whose
+ * receives and sends the loop performs; a listener is a listening socket
+ * whose accepts the loop performs. Two paths, same callbacks, same order,
+ * same results:
+ * - readiness (epoll, and io_uring without buffer rings): the loop waits for
+ *   readiness, then recv()s into ONE loop-owned buffer and send()s
+ *   (MSG_NOSIGNAL) directly;
+ * - completion (io_uring with buffer rings and multishot receive, Linux
+ *   6.0): one multishot receive per reading stream into a loop-owned ring
+ *   of provided buffers (tl_loop_options.read_buffer_size/_count), sends and
+ *   a multishot accept as submissions, all handed to the kernel with the
+ *   iteration's one io_uring_enter. When the ring runs dry, a stream's
+ *   receive ends (-ENOBUFS inside the loop, counted in
+ *   tl_loop_stats.buffer_ring_exhausted) and is re-armed once buffers come
+ *   back; no byte is lost or reordered.
+ * tl_loop_stream_path() says which path a loop uses. The environment variable
+ * TICKLOOP_URING_STREAMS=readiness forces the readiness path on io_uring
+ * (read when the loop is created).
+ *
+ * Handles. tl_stream (128 bytes), tl_write_req (64 bytes) and tl_listener
+ * (64 bytes) are the caller's, usually embedded in its own objects; only the
+ * fields marked public may be read. An idle stream (not reading, nothing
+ * queued) holds no buffer. Nothing is allocated per read, write or accept.
+ * A stream is bound to a loop by its first tl_stream_read_start,
+ * tl_stream_write or tl_stream_close, and from then until its close
+ * callback has run it is an active handle of that loop: it keeps
+ * tl_loop_run(TL_RUN_DEFAULT) running unless unreferenced
+ * (tl_stream_set_ref), makes tl_loop_free return -EBUSY, and survives
+ * tl_loop_fork. A started listener likewise, until tl_listener_stop. One fd
+ * carries at most one stream, listener or tl_io watcher per loop: a second
+ * stream or listener on it gets -EBUSY (tl_io_start on it keeps returning
+ * -EEXIST).
+ *
+ * Errors. Every function returns 0 or a negative errno, never crashes on
+ * the misuse it lists: -EINVAL for NULL arguments, a stream that did not go
+ * through tl_stream_init, or a handle bound to another loop; -EPIPE for a
+ * stream that is closing or closed (tl_stream_close called). All of them are
+ * called on the loop's thread (callbacks included). */
+
+typedef struct tl_stream tl_stream;
+typedef struct tl_write_req tl_write_req;
+typedef struct tl_listener tl_listener;
+
+/* n > 0: n bytes at buf, valid until the callback returns (the buffer then
+ * goes back to the loop); n == 0: the peer closed its side (EOF, also a
+ * shutdown(SHUT_WR)); n < 0: -errno (-ECONNRESET, ...). After n <= 0 reading
+ * has stopped (writes may go on after EOF: a half-close). */
+typedef void (*tl_read_cb)(tl_loop *loop, tl_stream *s, const void *buf, ptrdiff_t n);
+/* 0: every byte was handed to the kernel; -errno otherwise (-EPIPE when the
+ * peer is gone: SIGPIPE is never raised, -ECONNRESET, ...); -ECANCELED when
+ * the stream was closed first. req may be freed or reused inside. */
+typedef void (*tl_write_cb)(tl_loop *loop, tl_write_req *req, int status);
+/* The stream's fd is closed; s may be freed inside. */
+typedef void (*tl_close_cb)(tl_loop *loop, tl_stream *s);
+/* fd >= 0: a new connected socket, non-blocking and close-on-exec, owned by
+ * the callback from now on; fd < 0: -errno (-EMFILE, -ENFILE, -ENOBUFS,
+ * -ENOMEM): the loop pauses accepting (no busy loop) and goes on when a
+ * stream of the loop closes or after 50 ms, whichever comes first. */
+typedef void (*tl_accept_cb)(tl_loop *loop, tl_listener *l, int fd);
+
+struct tl_stream {
+    /* public, read-only except data */
+    int fd;         /* the socket, set by tl_stream_init          */
+    uint32_t flags; /* private: state                             */
+    void *data;     /* the caller's                               */
+    /* private */
+    tl_io io; /* the registration in the loop's fd table */
+    tl_read_cb read_cb;
+    tl_close_cb close_cb;
+    tl_write_req *wq_head;   /* queued writes: completed ones first, */
+    tl_write_req *wq_send;   /* then the first not completely sent,   */
+    tl_write_req *wq_tail;   /* up to the last queued                 */
+    uint64_t wq_bytes;       /* bytes queued, not yet sent            */
+    tl_stream *pending_next; /* the loop's list of streams with callbacks due */
+    int32_t error;           /* a send failure every later write gets */
+    uint32_t parked;         /* io_uring: received buffers held while stopped */
+};
+TL_STATIC_ASSERT(sizeof(void *) != 8 || sizeof(tl_stream) == 128,
+                 "tl_stream keeps its size (a handle embedded in the caller's objects)");
+
+struct tl_write_req {
+    /* public */
+    tl_stream *stream; /* the stream it was queued on (set by tl_stream_write) */
+    void *data;        /* the caller's                                        */
+    /* private */
+    tl_write_cb cb;
+    const struct iovec *iov;
+    tl_write_req *next;
+    size_t offset; /* bytes of iov[index] already sent */
+    int iovcnt;
+    int index; /* first iov element not fully sent */
+    int status;
+    uint32_t flags;
+};
+TL_STATIC_ASSERT(sizeof(void *) != 8 || sizeof(tl_write_req) == 64,
+                 "tl_write_req keeps its size (a handle embedded in the caller's objects)");
+
+struct tl_listener {
+    /* public, read-only except data */
+    int fd;         /* the listening socket, set by tl_listener_start */
+    uint32_t flags; /* private: state                                 */
+    void *data;     /* the caller's                                   */
+    /* private */
+    tl_io io; /* the registration in the loop's fd table */
+};
+TL_STATIC_ASSERT(sizeof(void *) != 8 || sizeof(tl_listener) == 64,
+                 "tl_listener keeps its size (a handle embedded in the caller's objects)");
+
+/* Prepares s for fd, a connected stream socket the stream owns from now on
+ * (tl_stream_close closes it); the loop makes it non-blocking when it binds
+ * it. Must precede every other use, and must not be called on a stream that
+ * is bound and not closed. NULL s is ignored. Any thread (s not shared). */
+TL_API void tl_stream_init(tl_stream *s, int fd, void *data);
+
+/* Starts reading: cb runs for every chunk received, at EOF and on an error
+ * (after which reading has stopped). On an active reader it changes the
+ * callback. Returns 0, -EINVAL (NULL loop, s or cb; s not initialised; s bound
+ * to another loop), -EPIPE (s closing), -EBADF (fd < 0 or not open), -ENOTSOCK (fd is not
+ * a socket), -EBUSY (another stream, listener or I/O watcher holds fd in this
+ * loop), -ENOMEM (the loop's read buffers could not be
+ * allocated), or the kernel's errno. Loop thread. */
+TL_API int tl_stream_read_start(tl_loop *loop, tl_stream *s, tl_read_cb cb);
+
+/* Stops reading; no read callback runs after it returns. Data the kernel had
+ * already received for s stays queued for the next tl_stream_read_start.
+ * Returns 0 (also when not reading), -EINVAL (NULL, not initialised, bound
+ * to another loop) or -EPIPE (closing). Loop thread. */
+TL_API int tl_stream_read_stop(tl_loop *loop, tl_stream *s);
+
+/* Queues the iovcnt buffers at iov (0 to IOV_MAX, 1024, of them; 0 queues
+ * nothing but still completes in order) for sending after every write queued
+ * before it. req, iov and the buffers stay the caller's and must stay valid
+ * and unchanged until cb runs; req must not be queued already. Writes
+ * complete in the order queued, always from the loop (never inside this
+ * call); a short send is continued by the loop. Never raises SIGPIPE: a
+ * closed peer is -EPIPE in cb, and once a send fails every write queued on s
+ * later completes with that error. Allocates nothing. Returns 0, -EINVAL
+ * (NULL loop, s, req or cb; iov NULL with iovcnt > 0; iovcnt out of range or
+ * lengths adding up beyond SSIZE_MAX; s not initialised or bound to another
+ * loop), -EPIPE (s closing), -EBADF, -ENOTSOCK, -EBUSY as
+ * tl_stream_read_start. Loop thread. */
+TL_API int tl_stream_write(tl_loop *loop, tl_stream *s, tl_write_req *req, const struct iovec *iov,
+                           int iovcnt, tl_write_cb cb);
+
+/* Bytes queued on s and not yet handed to the kernel; 0 for NULL. Loop
+ * thread. */
+TL_API size_t tl_stream_write_queue_size(const tl_stream *s);
+
+/* Closes s: stops reading, completes the queued writes with -ECANCELED (in
+ * order; a write the kernel is already sending on io_uring completes with
+ * its own result), closes fd, then calls cb (may be NULL), from the loop,
+ * never inside this call. s may be freed inside cb, not before. Works on an
+ * initialised stream never bound (it binds it to loop for the callback).
+ * Returns 0, -EINVAL (NULL loop or s, not initialised, bound to another
+ * loop) or -EPIPE (already closing). Loop thread. */
+TL_API int tl_stream_close(tl_loop *loop, tl_stream *s, tl_close_cb cb);
+
+/* Starts accepting connections on fd, a listening socket that stays the
+ * caller's (tl_listener_stop does not close it). cb gets each new socket, or
+ * a negative errno (see tl_accept_cb). l needs no init. Returns 0, -EINVAL
+ * (NULL loop, l or cb), -EBUSY (l already started, or fd held by another
+ * handle of this loop), -EBADF (fd < 0 or not open), -EPERM (fd cannot be
+ * polled), or the kernel's errno. Loop thread. */
+TL_API int tl_listener_start(tl_loop *loop, tl_listener *l, int fd, tl_accept_cb cb, void *data);
+
+/* Stops accepting; no callback after it returns (a connection the kernel
+ * accepted for l meanwhile is closed by the loop). l may then be freed.
+ * Returns 0 (also when not started) or -EINVAL (NULL, started on another
+ * loop). Loop thread. */
+TL_API int tl_listener_stop(tl_loop *loop, tl_listener *l);
+
+/* As tl_io_set_ref (see "References"): ref 0 makes s or l, bound or not, not
+ * keep tl_loop_run(TL_RUN_DEFAULT) running. Returns 0 or -EINVAL (NULL
+ * arguments, s not initialised, bound to another loop). Loop thread. */
+TL_API int tl_stream_set_ref(tl_loop *loop, tl_stream *s, int ref);
+TL_API int tl_listener_set_ref(tl_loop *loop, tl_listener *l, int ref);
+
+/* The path the loop's streams and listeners take: "completion" (io_uring:
+ * multishot receive into the buffer ring, sends and accepts as
+ * submissions) or "readiness" (epoll; io_uring on a kernel without buffer
+ * rings or multishot receive, probed when the loop is created, or with
+ * TICKLOOP_URING_STREAMS=readiness). NULL for a NULL loop. Any thread. */
+TL_API const char *tl_loop_stream_path(const tl_loop *loop);
+
+/* ------------------------------------------------------------------------ */
 /* Introspection                                                            */
 /* ------------------------------------------------------------------------ */
 
@@ -560,12 +759,21 @@ typedef struct tl_loop_stats {
     /* Clocks (extensions):                                                     */
     uint64_t clock_changes; /* wall-clock sets or steps the kernel reported while
                                REALTIME timers were active                     */
+    /* Streams and listeners (extensions):                                      */
+    uint64_t streams_active;        /* streams bound to the loop, not yet closed    */
+    uint64_t listeners_active;      /* started listeners                            */
+    uint64_t stream_reads;          /* read callbacks with data (n > 0)             */
+    uint64_t stream_writes;         /* tl_stream_write requests completed (any status) */
+    uint64_t buffer_ring_exhausted; /* io_uring: receives that found the buffer
+                                       ring empty (-ENOBUFS) and were re-armed
+                                       once buffers came back; 0 on readiness */
+    uint64_t accepts;               /* sockets handed to accept callbacks           */
     /* ABI: the struct has a fixed size, TL_LOOP_STATS_SIZE bytes, for the life
        of the soname (docs/abi.md), so a newer library never writes past an
        older program's struct. A counter added later takes the place of a
        reserved word: add it just above `reserved` and shrink `reserved` by
        one. The library zeroes the reserved words.                             */
-    uint64_t reserved[49];
+    uint64_t reserved[43];
 } tl_loop_stats;
 
 #define TL_LOOP_STATS_SIZE 512
