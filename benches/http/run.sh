@@ -136,7 +136,9 @@ if [ $do_strace = 1 ]; then
             read -r reqs _ < <(run_wrk "$c" 2)
             kill -INT $spid; wait $spid 2>/dev/null || true
             stop_server
-            calls=$(awk '$NF == "total" { print $(NF-2) }' "$tmp/strace")
+            # The total line is "100.00 SECONDS USECS/CALL CALLS [ERRORS] total":
+            # calls is the 4th field whether or not there were errors.
+            calls=$(awk '$NF == "total" { print $4 }' "$tmp/strace")
             awk -v c="$c" -v s="$s" -v k="$calls" -v n="$reqs" \
                 'BEGIN { printf "%s %s %.2f\n", c, s, n ? k / n : 0 }' >>"$syscalls"
         done
