@@ -58,6 +58,7 @@ def main():
     ax.bar([i - w / 2 for i in x], p50, w, color=colours, label="p50")
     ax.bar([i + w / 2 for i in x], p99, w, color=colours, alpha=0.45, hatch="//", label="p99")
     ax.set_yscale("log")
+    ax.set_ylim(bottom=1)
     ax.set_title("heartbeat sent -> timer restarted, us\n(solid p50, hatched p99; log scale)", fontsize=10)
     ax.set_xticks(list(x))
     ax.set_xticklabels(servers, rotation=25, ha="right", fontsize=8)
