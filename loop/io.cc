@@ -220,6 +220,8 @@ int io_interest(tl_loop *loop, tl_io *w, unsigned events) noexcept {
         IoSlot &slot = loop->io_slots[w->fd];
         slot.state = slot.index = 0;
         w->events = 0;
+        /* A completion of the poll being cancelled must not re-arm it. */
+        w->gen = next_gen(loop);
         return 0;
     }
     r = loop->io->modify(w->fd, events);
@@ -229,7 +231,8 @@ int io_interest(tl_loop *loop, tl_io *w, unsigned events) noexcept {
 
 void io_unregister(tl_loop *loop, tl_io *w) noexcept {
     if (!(w->flags & IO_ACTIVE)) return;
-    if (w->events != 0 || loop->streams_completion) loop->io->remove(w->fd);
+    if (w->events != 0 || loop->streams_completion || loop->io_slots[w->fd].state)
+        loop->io->remove(w->fd);
     loop->io_slots[w->fd] = IoSlot{};
     --loop->io_count;
     w->events = 0;

@@ -380,6 +380,9 @@ void recv_completion(tl_loop *loop, tl_stream *s, const ReadyEvent &ev) noexcept
            other streams' callbacks give back in this dispatch refill the
            ring before the re-armed receive reaches the kernel. */
         ++loop->stats.buffer_ring_exhausted;
+    } else if (ev.res == -EINTR || ev.res == -EAGAIN) {
+        /* Interrupted inside the kernel (a cancellation racing the
+           receive, say): not the socket's error; re-armed below. */
     } else if (ev.res != -ECANCELED && (s->flags & (S_READING | S_CLOSING)) == S_READING) {
         if (s->parked) {
             /* EOF or an error behind parked data: the parked data goes
@@ -399,8 +402,9 @@ void send_completion(tl_loop *loop, tl_stream *s, const ReadyEvent &ev) noexcept
     tl_write_req *req = s->wq_send;
     if (!req) return;
     if (s->flags & S_CLOSING) {
-        /* The requests behind it were cancelled by the close. */
-        int status = ev.res < 0 ? ev.res : 0;
+        /* The requests behind it were cancelled by the close. A send the
+           cancellation interrupted (-EINTR) was cancelled too. */
+        int status = ev.res == -EINTR ? -ECANCELED : ev.res < 0 ? ev.res : 0;
         if (ev.res >= 0) {
             advance(loop, s, (size_t)ev.res);
             if (s->wq_send == req) status = -ECANCELED; /* bytes left */
@@ -409,6 +413,10 @@ void send_completion(tl_loop *loop, tl_stream *s, const ReadyEvent &ev) noexcept
         s->wq_send = nullptr;
         s->wq_bytes = 0;
         mark_pending(loop, s);
+        return;
+    }
+    if (ev.res == -EINTR || ev.res == -EAGAIN) {
+        start_send(loop, loop->io, s); /* interrupted, not failed: again */
         return;
     }
     if (ev.res < 0) {
@@ -758,6 +766,12 @@ TL_API int tl_stream_write(tl_loop *loop, tl_stream *s, tl_write_req *req, const
         if (iov[i].iov_len > SSIZE_MAX - total) return -EINVAL;
         total += iov[i].iov_len;
     }
+    /* A request still queued on s (its callback has not run): refused, or
+       the queue would loop. Checked by walking the queue only when the
+       request's own words say so, so stale memory costs no false refusal. */
+    if ((req->flags & REQ_QUEUED) && req->stream == s)
+        for (tl_write_req *q = s->wq_head; q; q = q->next)
+            if (q == req) return -EBUSY;
     r = bind(loop, s, true);
     if (r < 0) return r;
     req->stream = s;

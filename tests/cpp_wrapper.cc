@@ -1,15 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 // The C++ wrapper (tickloop.hpp): RAII, chrono, callables stored without
 // allocation when small, errors as std::system_error.
+#include <arpa/inet.h>
 #include <atomic>
 #include <cerrno>
 #include <criterion/criterion.h>
 #include <csignal>
 #include <cstdlib>
+#include <deque>
+#include <memory>
+#include <netinet/in.h>
 #include <new>
 #include <string>
+#include <sys/socket.h>
 #include <thread>
 #include <unistd.h>
+#include <vector>
 
 #include <tickloop/tickloop.hpp>
 
@@ -295,3 +301,78 @@ Test(cpp_wrapper, handle_outliving_its_loop_is_detached_in_release_builds) {
     delete t;
 }
 #endif
+
+/* Streams and a Listener: a connection accepted by the Listener, an echo
+   through two Streams, a write callback per request in order, EOF, and
+   closes that free the handles (one by destroying a Stream still open). */
+Test(cpp_wrapper, stream_echo_through_a_listener) {
+    tickloop::Loop loop;
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    cr_assert(lfd >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert_eq(bind(lfd, reinterpret_cast<sockaddr *>(&addr), sizeof addr), 0);
+    socklen_t len = sizeof addr;
+    cr_assert_eq(getsockname(lfd, reinterpret_cast<sockaddr *>(&addr), &len), 0);
+    cr_assert_eq(listen(lfd, 4), 0);
+
+    std::string got;
+    int eofs = 0, closed = 0;
+    std::unique_ptr<tickloop::Stream> server;
+    /* One request and one copy per chunk echoed: a request stays queued
+       until its callback. */
+    std::deque<std::string> echoed;
+    std::deque<tickloop::WriteRequest> echo_reqs;
+    tickloop::Listener listener(loop, lfd, [&](tickloop::Listener &l, int fd) {
+        cr_assert(fd >= 0, "accept: %s", tl_strerror(fd));
+        l.stop();
+        server = std::make_unique<tickloop::Stream>(
+            loop, fd, [&](tickloop::Stream &s, const void *buf, ptrdiff_t n) {
+                if (n <= 0) {
+                    s.close([&](tickloop::Stream &) { ++closed; });
+                    return;
+                }
+                echoed.emplace_back(static_cast<const char *>(buf), (size_t)n);
+                echo_reqs.emplace_back();
+                s.write(echo_reqs.back(), echoed.back().data(), echoed.back().size());
+            });
+        server->read_start();
+    });
+    cr_assert_eq(listener.fd(), lfd);
+
+    int cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    cr_assert_eq(connect(cfd, reinterpret_cast<sockaddr *>(&addr), sizeof addr), 0);
+    auto client = std::make_unique<tickloop::Stream>(
+        loop, cfd, [&](tickloop::Stream &, const void *buf, ptrdiff_t n) {
+            if (n > 0)
+                got.append(static_cast<const char *>(buf), (size_t)n);
+            else
+                ++eofs;
+        });
+    client->read_start();
+    std::vector<int> statuses;
+    tickloop::WriteRequest w1([&](tickloop::WriteRequest &, int st) { statuses.push_back(st); });
+    tickloop::WriteRequest w2(
+        [&](tickloop::WriteRequest &, int st) { statuses.push_back(10 + st); });
+    client->write(w1, "hello ", 6);
+    client->write(w2, "world", 5);
+    for (int i = 0; i < 1000 && got.size() < 11; ++i) loop.run(TL_RUN_ONCE);
+    cr_assert_eq(got, "hello world");
+    cr_assert_eq(statuses.size(), 2u);
+    cr_assert_eq(statuses[0], 0);
+    cr_assert_eq(statuses[1], 10);
+    /* Half-close from the client: the server closes, the client sees EOF. */
+    shutdown(cfd, SHUT_WR);
+    for (int i = 0; i < 1000 && (!closed || !eofs); ++i) loop.run(TL_RUN_ONCE);
+    cr_assert_eq(closed, 1);
+    cr_assert_eq(eofs, 1);
+    /* A Stream destroyed while open is closed by the loop. */
+    client.reset();
+    server.reset();
+    loop.run(TL_RUN_DEFAULT);
+    tl_loop_stats st;
+    tl_loop_stats_get(loop.get(), &st);
+    cr_assert_eq(st.streams_active, 0);
+    close(lfd);
+}

@@ -704,6 +704,16 @@ Test(streams, bad_arguments) {
     cr_assert_eq(tl_stream_read_start(loop, &s2, on_read), -EBADF);
     tl_stream_init(&s2, 100000, NULL);
     cr_assert_eq(tl_stream_write(loop, &s2, &req, &iov, 1, never_write), -EBADF);
+    /* A request queued twice. */
+    tl_stream_init(&s2, p[1], NULL);
+    cr_assert_eq(tl_stream_write(loop, &s2, &req, &iov, 1, never_write), 0);
+    cr_assert_eq(tl_stream_write(loop, &s2, &req, &iov, 1, never_write), -EBUSY);
+    cr_assert_eq(tl_stream_close(loop, &s2, NULL), 0);
+    cr_assert_eq(tl_loop_run(loop, TL_RUN_DEFAULT), 0);
+    int q[2];
+    make_pair(q);
+    p[1] = q[1];
+    close(q[0]);
     /* Bound to loop; wrong loop. */
     cr_assert_eq(tl_stream_read_start(loop, &s, on_read), 0);
     cr_assert_eq(tl_stream_read_start(other, &s, on_read), -EINVAL);

@@ -665,7 +665,10 @@ TL_API void tl_stream_init(tl_stream *s, int fd, void *data);
 TL_API int tl_stream_read_start(tl_loop *loop, tl_stream *s, tl_read_cb cb);
 
 /* Stops reading; no read callback runs after it returns. Data the kernel had
- * already received for s stays queued for the next tl_stream_read_start.
+ * already received for s stays queued for the next tl_stream_read_start (on
+ * the completion path, what a receive completed before the stop took effect
+ * is held, in order, in the loop's buffers until then: the one case in which
+ * a stream that does not read holds buffers).
  * Returns 0 (also when not reading), -EINVAL (NULL, not initialised, bound
  * to another loop) or -EPIPE (closing). Loop thread. */
 TL_API int tl_stream_read_stop(tl_loop *loop, tl_stream *s);
@@ -680,8 +683,9 @@ TL_API int tl_stream_read_stop(tl_loop *loop, tl_stream *s);
  * later completes with that error. Allocates nothing. Returns 0, -EINVAL
  * (NULL loop, s, req or cb; iov NULL with iovcnt > 0; iovcnt out of range or
  * lengths adding up beyond SSIZE_MAX; s not initialised or bound to another
- * loop), -EPIPE (s closing), -EBADF, -ENOTSOCK, -EBUSY as
- * tl_stream_read_start. Loop thread. */
+ * loop), -EPIPE (s closing), -EBUSY (req is still queued on s, its callback
+ * not run yet; or, as tl_stream_read_start, fd held by another handle),
+ * -EBADF, -ENOTSOCK as tl_stream_read_start. Loop thread. */
 TL_API int tl_stream_write(tl_loop *loop, tl_stream *s, tl_write_req *req, const struct iovec *iov,
                            int iovcnt, tl_write_cb cb);
 

@@ -139,6 +139,8 @@ struct Options {
     uint32_t max_timers = 0;               /* 0: unlimited; then start throws ENOSPC */
     uint32_t max_timers_per_iteration = 0; /* 0: the library default               */
     nanoseconds timer_slack{0};            /* 0: leave the thread's slack alone    */
+    uint32_t read_buffer_size = 0;         /* streams' read buffers, bytes; 0: 16 KiB   */
+    uint32_t read_buffer_count = 0;        /* buffers in the io_uring ring; 0: 256      */
 };
 
 /* Whether a Loop built from a tl_loop* frees it. */
@@ -198,6 +200,8 @@ public:
         opts.max_timers = options.max_timers;
         opts.max_timers_per_iteration = options.max_timers_per_iteration;
         opts.timer_slack_ns = detail::to_ns(options.timer_slack);
+        opts.read_buffer_size = options.read_buffer_size;
+        opts.read_buffer_count = options.read_buffer_count;
         int r = tl_loop_new(&loop_, &opts);
         if (r == -ENOENT) {
             /* The name came from options.timers or TICKLOOP_TIMERS. */
@@ -514,6 +518,153 @@ private:
     }
     tl_hook hook_;
     detail::Callback<Hook &> callback_;
+};
+
+/* One write of a Stream (tl_write_req): owned by the caller, reusable once
+ * its callback has run; it and the bytes it names must stay valid until
+ * then. The callback gets the request and the status (0, -EPIPE, ...,
+ * -ECANCELED when the stream closed first). */
+class WriteRequest {
+public:
+    WriteRequest() = default;
+    template <class F>
+    explicit WriteRequest(F &&callback) {
+        callback_.set(std::forward<F>(callback));
+    }
+    WriteRequest(const WriteRequest &) = delete;
+    WriteRequest &operator=(const WriteRequest &) = delete;
+
+    template <class F>
+    void on_done(F &&callback) {
+        callback_.set(std::forward<F>(callback));
+    }
+
+private:
+    friend class Stream;
+    static void trampoline(tl_loop *, tl_write_req *req, int status) noexcept {
+        WriteRequest *self = static_cast<WriteRequest *>(req->data);
+        self->callback_(*self, status);
+    }
+    tl_write_req req_{};
+    struct iovec iov_ {};
+    detail::Callback<WriteRequest &, int> callback_;
+};
+
+/* A connected socket whose reads and writes the loop performs (tl_stream).
+ * It owns fd: close() closes it from the loop, and so does the destructor
+ * of a Stream still open (run the loop afterwards so that the close
+ * finishes before the Loop is destroyed). The read callback gets the Stream,
+ * the bytes (valid during the call) and n: > 0 bytes, 0 EOF, < 0 -errno. The
+ * C handle lives on the heap (one allocation per Stream, none per read or
+ * write), so a close that finishes after the Stream is gone is safe. */
+class Stream : private detail::HandleBase {
+public:
+    template <class F>
+    Stream(Loop &loop, int fd, F &&on_read)
+        : HandleBase(loop, &Stream::detach), stream_(new tl_stream) {
+        tl_stream_init(stream_, fd, this);
+        fd_ = fd;
+        on_read_.set(std::forward<F>(on_read));
+    }
+    ~Stream() { release(); }
+
+    void read_start() {
+        detail::check(tl_stream_read_start(raw(), stream_, &Stream::read_trampoline),
+                      "tl_stream_read_start");
+    }
+    void read_stop() { detail::check(tl_stream_read_stop(raw(), stream_), "tl_stream_read_stop"); }
+    /* Queues len bytes at data after the writes queued before. */
+    void write(WriteRequest &req, const void *data, std::size_t len) {
+        req.iov_.iov_base = const_cast<void *>(data);
+        req.iov_.iov_len = len;
+        write(req, &req.iov_, 1);
+    }
+    /* The iovecs stay the caller's until req's callback. */
+    void write(WriteRequest &req, const struct iovec *iov, int iovcnt) {
+        req.req_.data = &req;
+        detail::check(
+            tl_stream_write(raw(), stream_, &req.req_, iov, iovcnt, &WriteRequest::trampoline),
+            "tl_stream_write");
+    }
+    std::size_t write_queue_size() const noexcept { return tl_stream_write_queue_size(stream_); }
+    /* Closes from the loop: queued writes end with -ECANCELED, then the fd
+       is closed, then on_close(*this) runs (it may destroy the Stream). */
+    template <class F>
+    void close(F &&on_close) {
+        on_close_.set(std::forward<F>(on_close));
+        detail::check(tl_stream_close(raw(), stream_, &Stream::close_trampoline),
+                      "tl_stream_close");
+        closing_ = true;
+    }
+    void close() {
+        close([](Stream &) {});
+    }
+    void set_ref(bool ref) {
+        detail::check(tl_stream_set_ref(raw(), stream_, ref), "tl_stream_set_ref");
+    }
+    int fd() const noexcept { return fd_; }
+
+private:
+    /* Hands the C handle to the loop's close, which frees it. */
+    void release() noexcept {
+        if (!stream_) return;    /* closed, and the handle freed */
+        stream_->data = nullptr; /* no callback reaches this object any more */
+        tl_loop *loop = raw();
+        if (!closing_ && !(loop && tl_stream_close(loop, stream_, &Stream::close_trampoline) == 0))
+            delete stream_; /* never bound, or its loop is gone */
+        stream_ = nullptr;
+    }
+    static void detach(HandleBase *h) noexcept { static_cast<Stream *>(h)->release(); }
+    static void read_trampoline(tl_loop *, tl_stream *s, const void *buf, ptrdiff_t n) noexcept {
+        Stream *self = static_cast<Stream *>(s->data);
+        if (self) self->on_read_(*self, buf, n);
+    }
+    static void close_trampoline(tl_loop *, tl_stream *s) noexcept {
+        Stream *self = static_cast<Stream *>(s->data);
+        delete s;
+        if (!self) return; /* the Stream went first */
+        self->stream_ = nullptr;
+        self->on_close_(*self); /* may destroy self */
+    }
+
+    tl_stream *stream_;
+    int fd_;
+    bool closing_ = false;
+    detail::Callback<Stream &, const void *, ptrdiff_t> on_read_;
+    detail::Callback<Stream &> on_close_;
+};
+
+/* Accepts connections on a listening socket (tl_listener), started on
+ * construction; the socket stays the caller's. The callback gets the
+ * Listener and the new fd (non-blocking, close-on-exec, now the callback's),
+ * or a negative errno such as -EMFILE (accepting pauses, then resumes). */
+class Listener : private detail::HandleBase {
+public:
+    template <class F>
+    Listener(Loop &loop, int fd, F &&on_accept) : HandleBase(loop, &Listener::detach) {
+        callback_.set(std::forward<F>(on_accept));
+        detail::check(tl_listener_start(raw(), &listener_, fd, &Listener::trampoline, this),
+                      "tl_listener_start");
+    }
+    ~Listener() { tl_listener_stop(raw(), &listener_); }
+
+    void stop() noexcept { tl_listener_stop(raw(), &listener_); }
+    void set_ref(bool ref) {
+        detail::check(tl_listener_set_ref(raw(), &listener_, ref), "tl_listener_set_ref");
+    }
+    int fd() const noexcept { return listener_.fd; }
+
+private:
+    static void detach(HandleBase *h) noexcept {
+        Listener *self = static_cast<Listener *>(h);
+        tl_listener_stop(self->raw(), &self->listener_);
+    }
+    static void trampoline(tl_loop *, tl_listener *l, int fd) noexcept {
+        Listener *self = static_cast<Listener *>(l->data);
+        self->callback_(*self, fd);
+    }
+    tl_listener listener_{};
+    detail::Callback<Listener &, int> callback_;
 };
 
 } // namespace tickloop

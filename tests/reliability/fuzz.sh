@@ -23,7 +23,7 @@ jobs=${JOBS:-1}
 # -jobs=1 would still fork a worker and log to a file; only ask for it when >1.
 parallel=
 [ "$jobs" -gt 1 ] && parallel="-jobs=$jobs -workers=$jobs"
-targets=${TARGETS:-"timers_fuzz loop_fuzz"}
+targets=${TARGETS:-"timers_fuzz loop_fuzz stream_fuzz"}
 
 if [ ! -f "$build/build.ninja" ]; then
     CC=clang CXX=clang++ meson setup "$build" "$top" -Dfuzz=enabled -Dbenches=disabled \

@@ -1,0 +1,315 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Fuzz target: random sequences of stream operations over socketpairs, on
+ * epoll, on io_uring's completion path and on io_uring's readiness path
+ * (each input runs on every one the machine has), with a ring of 4 buffers
+ * of 256 bytes so that exhaustion, parking and short reads happen often.
+ *
+ * Each slot holds a tl_stream (its own allocation, freed in its close
+ * callback, so a library that touched a closed stream trips ASan) and the
+ * raw peer end of its socketpair, which the input drives directly: it sends
+ * bytes, drains what the stream sent, half-closes or closes. Read callbacks
+ * read operations from the same input (stop, close, write, nothing).
+ *
+ * Rules checked:
+ * - order, both ways: the stream receives exactly the peer's byte sequence
+ *   (a prefix of it), and the peer receives a prefix of the concatenation of
+ *   the stream's queued writes;
+ * - write callbacks run once per request, in the order queued, with 0,
+ *   -ECANCELED (after a close), -EPIPE or -ECONNRESET;
+ * - nothing after a close: no read callback once tl_stream_close returned,
+ *   exactly one close callback, after every write callback of the stream;
+ * - misuse answers: a request still queued is -EBUSY, a closing stream
+ *   -EPIPE;
+ * - at the end every stream closes and tl_loop_free succeeds.
+ */
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <tickloop/tickloop.h>
+#include <unistd.h>
+
+#include "fuzz_common.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+namespace {
+
+constexpr unsigned kSlots = 4;
+constexpr unsigned kReqs = 4;      /* write requests per stream */
+constexpr unsigned kMaxOps = 512;  /* top-level operations per input */
+constexpr size_t kMaxWrite = 3000; /* bytes per write request */
+
+inline uint8_t pattern(uint64_t k) {
+    return (uint8_t)(k * 7 + 3);
+}
+
+struct Slot;
+
+struct Req {
+    tl_write_req req;
+    struct iovec iov[2];
+    uint8_t bytes[kMaxWrite];
+    Slot *slot = nullptr;
+    uint64_t seq = 0;
+    bool queued = false;
+};
+
+struct Stream {
+    tl_stream s;
+    Slot *slot;
+};
+
+struct Slot {
+    Stream *st = nullptr; /* null: no stream (closed and freed, or never made) */
+    int peer = -1;
+    bool closing = false, reading = false;
+    uint64_t peer_sent = 0, stream_got = 0; /* peer -> stream */
+    uint64_t queued = 0, peer_got = 0;      /* stream -> peer */
+    uint64_t write_seq = 0, write_done = 0; /* requests queued / completed */
+    Req reqs[kReqs];
+};
+
+struct Ctx {
+    fuzz::Input *in;
+    tl_loop *loop;
+    Slot slots[kSlots];
+    unsigned closes = 0;
+};
+
+Ctx *ctx;
+
+void on_close(tl_loop *, tl_stream *s) {
+    Stream *st = static_cast<Stream *>(s->data);
+    Slot *slot = st->slot;
+    FUZZ_CHECK(slot->st == st && slot->closing, "close callback for a stream not closing");
+    FUZZ_CHECK(slot->write_done == slot->write_seq, "close before a write callback");
+    slot->st = nullptr;
+    ++ctx->closes;
+    std::free(st);
+}
+
+void close_slot(Slot *slot) {
+    if (!slot->st || slot->closing) return;
+    int r = tl_stream_close(ctx->loop, &slot->st->s, on_close);
+    FUZZ_CHECK(r == 0, "close: %d", r);
+    FUZZ_CHECK(tl_stream_close(ctx->loop, &slot->st->s, on_close) == -EPIPE, "second close");
+    slot->closing = true;
+    slot->reading = false;
+}
+
+void on_write(tl_loop *, tl_write_req *wr, int status) {
+    Req *req = static_cast<Req *>(wr->data);
+    Slot *slot = req->slot;
+    FUZZ_CHECK(req->queued, "callback of a request not queued");
+    FUZZ_CHECK(req->seq == slot->write_done, "write callbacks out of order");
+    FUZZ_CHECK(status == 0 || status == -ECANCELED || status == -EPIPE || status == -ECONNRESET,
+               "write status %d", status);
+    FUZZ_CHECK(status != -ECANCELED || slot->closing, "cancelled without a close");
+    req->queued = false;
+    ++slot->write_done;
+}
+
+bool write_slot(Slot *slot, size_t n) {
+    if (!slot->st) return false;
+    for (Req &req : slot->reqs) {
+        if (req.queued) continue;
+        req.slot = slot;
+        for (size_t i = 0; i < n; ++i) req.bytes[i] = pattern(slot->queued + i);
+        /* Two iovecs, the cut chosen by the length. */
+        size_t cut = n / 3;
+        req.iov[0] = {req.bytes, cut};
+        req.iov[1] = {req.bytes + cut, n - cut};
+        req.req.data = &req;
+        int r = tl_stream_write(ctx->loop, &slot->st->s, &req.req, req.iov, 2, on_write);
+        if (slot->closing) {
+            FUZZ_CHECK(r == -EPIPE, "write on a closing stream: %d", r);
+            return false;
+        }
+        FUZZ_CHECK(r == 0, "write: %d", r);
+        req.queued = true;
+        req.seq = slot->write_seq++;
+        slot->queued += n;
+        FUZZ_CHECK(tl_stream_write(ctx->loop, &slot->st->s, &req.req, req.iov, 2, on_write) ==
+                       -EBUSY,
+                   "a queued request queued again");
+        return true;
+    }
+    return false;
+}
+
+void on_read(tl_loop *loop, tl_stream *s, const void *buf, ptrdiff_t n) {
+    Stream *st = static_cast<Stream *>(s->data);
+    Slot *slot = st->slot;
+    FUZZ_CHECK(slot->st == st && !slot->closing, "read callback after close");
+    FUZZ_CHECK(slot->reading, "read callback after read_stop");
+    if (n > 0) {
+        const uint8_t *p = static_cast<const uint8_t *>(buf);
+        for (ptrdiff_t i = 0; i < n; ++i)
+            FUZZ_CHECK(p[i] == pattern(slot->stream_got + (uint64_t)i), "byte %llu reordered",
+                       (unsigned long long)(slot->stream_got + (uint64_t)i));
+        slot->stream_got += (uint64_t)n;
+        FUZZ_CHECK(slot->stream_got <= slot->peer_sent, "more bytes than sent");
+    } else {
+        slot->reading = false;
+    }
+    switch (ctx->in->u8() % 8) {
+    case 0:
+        if (slot->reading) {
+            FUZZ_CHECK(tl_stream_read_stop(loop, s) == 0, "read_stop in callback");
+            slot->reading = false;
+        }
+        break;
+    case 1:
+        close_slot(slot);
+        break;
+    case 2:
+        write_slot(slot, 1 + ctx->in->u8() % 64);
+        break;
+    default:
+        break;
+    }
+}
+
+void open_slot(Slot *slot) {
+    int fds[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) < 0) return;
+    /* Small socket buffers: short sends and queued writes. */
+    int small = 4096;
+    setsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+    setsockopt(fds[1], SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    Stream *st = static_cast<Stream *>(std::malloc(sizeof(Stream)));
+    FUZZ_CHECK(st, "malloc");
+    tl_stream_init(&st->s, fds[0], st);
+    st->slot = slot;
+    for (Req &r : slot->reqs) FUZZ_CHECK(!r.queued, "a request outlived its stream");
+    slot->st = st;
+    slot->peer = fds[1];
+    slot->closing = slot->reading = false;
+    slot->peer_sent = slot->stream_got = slot->queued = slot->peer_got = 0;
+    slot->write_seq = slot->write_done = 0;
+}
+
+void peer_send(Slot *slot, size_t n) {
+    if (slot->peer < 0) return;
+    uint8_t buf[4096];
+    if (n > sizeof buf) n = sizeof buf;
+    for (size_t i = 0; i < n; ++i) buf[i] = pattern(slot->peer_sent + i);
+    ssize_t k = send(slot->peer, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k > 0) slot->peer_sent += (uint64_t)k;
+}
+
+void peer_drain(Slot *slot) {
+    if (slot->peer < 0) return;
+    uint8_t buf[8192];
+    ssize_t k;
+    while ((k = recv(slot->peer, buf, sizeof buf, MSG_DONTWAIT)) > 0) {
+        for (ssize_t i = 0; i < k; ++i)
+            FUZZ_CHECK(buf[i] == pattern(slot->peer_got + (uint64_t)i), "peer got byte %llu wrong",
+                       (unsigned long long)(slot->peer_got + (uint64_t)i));
+        slot->peer_got += (uint64_t)k;
+        FUZZ_CHECK(slot->peer_got <= slot->queued, "peer got more than queued");
+    }
+}
+
+void run_input(const uint8_t *data, size_t size, tl_io_kind io, const char *path) {
+    if (path)
+        setenv("TICKLOOP_URING_STREAMS", path, 1);
+    else
+        unsetenv("TICKLOOP_URING_STREAMS");
+    tl_loop_options opts;
+    tl_loop_options_init(&opts);
+    opts.io = io;
+    opts.read_buffer_size = 256;
+    opts.read_buffer_count = 4;
+    tl_loop *loop = nullptr;
+    int r = tl_loop_new(&loop, &opts);
+    unsetenv("TICKLOOP_URING_STREAMS");
+    if (r < 0) return; /* io_uring missing here */
+    fuzz::Input in(data, size);
+    Ctx c;
+    c.in = &in;
+    c.loop = loop;
+    ctx = &c;
+    for (Slot &slot : c.slots) open_slot(&slot);
+    for (unsigned op = 0; op < kMaxOps && !in.empty(); ++op) {
+        Slot *slot = &c.slots[in.u8() % kSlots];
+        switch (in.u8() % 12) {
+        case 0:
+            if (slot->st) {
+                int e = tl_stream_read_start(loop, &slot->st->s, on_read);
+                FUZZ_CHECK(e == (slot->closing ? -EPIPE : 0), "read_start: %d", e);
+                if (e == 0) slot->reading = true;
+            }
+            break;
+        case 1:
+            if (slot->st) {
+                int e = tl_stream_read_stop(loop, &slot->st->s);
+                FUZZ_CHECK(e == (slot->closing ? -EPIPE : 0), "read_stop: %d", e);
+                if (e == 0) slot->reading = false;
+            }
+            break;
+        case 2:
+            write_slot(slot, 1 + in.u16() % kMaxWrite);
+            break;
+        case 3:
+            close_slot(slot);
+            break;
+        case 4:
+            peer_send(slot, 1 + in.u16() % 4096);
+            break;
+        case 5:
+            peer_drain(slot);
+            break;
+        case 6:
+            if (slot->peer >= 0) shutdown(slot->peer, SHUT_WR);
+            break;
+        case 7:
+            if (slot->peer >= 0) {
+                close(slot->peer);
+                slot->peer = -1;
+            }
+            break;
+        case 8:
+            /* A fresh pair once the old stream is gone. */
+            if (!slot->st) {
+                if (slot->peer >= 0) close(slot->peer);
+                open_slot(slot);
+            }
+            break;
+        case 9:
+            if (slot->st)
+                FUZZ_CHECK(tl_stream_write_queue_size(&slot->st->s) <= slot->queued, "queue size");
+            break;
+        default:
+            FUZZ_CHECK(tl_loop_run(loop, TL_RUN_NOWAIT) >= 0, "run");
+            break;
+        }
+    }
+    /* Callbacks read no more input from here on. */
+    in.finish();
+    for (Slot &slot : c.slots) {
+        if (slot.st && !slot.closing) close_slot(&slot);
+        if (slot.peer >= 0) close(slot.peer);
+        slot.peer = -1;
+    }
+    for (int i = 0; i < 1000 && tl_loop_alive(loop); ++i) tl_loop_run(loop, TL_RUN_NOWAIT);
+    for (Slot &slot : c.slots) FUZZ_CHECK(!slot.st, "a stream never finished closing");
+    FUZZ_CHECK(tl_loop_free(loop) == 0, "tl_loop_free");
+    ctx = nullptr;
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    run_input(data, size, TL_IO_EPOLL, nullptr);
+    run_input(data, size, TL_IO_URING, nullptr);
+    run_input(data, size, TL_IO_URING, "readiness");
+    return 0;
+}
+
+#ifdef TL_FUZZ_REPLAY
+#include "replay.h"
+#endif
