@@ -3,26 +3,34 @@
  * http_hello.c: a keep-alive HTTP/1.1 server answering GET / with "Hello, World!".
  *
  * Shows how a real server uses tickloop:
+ * - streams and listeners: the loop accepts, reads and writes (on io_uring a
+ *   multishot accept, a multishot receive per connection into the loop's
+ *   buffer ring and sends as submissions, all in one io_uring_enter per
+ *   iteration; on epoll readiness plus recv()/send() done by the loop);
  * - one loop per worker thread, each with its own SO_REUSEPORT listener, so the
- *   kernel spreads connections over the threads and no state is shared;
+ *   kernel spreads connections over the threads and no state is shared; the
+ *   port is shared only between this process's threads: a port another
+ *   process listens on is refused unless --reuseport asks to share it;
  * - a per-connection idle timer restarted on every request: the heartbeat
  *   pattern, tl_timer_start() on an active timer reschedules it (O(1) on the
  *   wheels, O(log n) on the heaps) with no allocation;
  * - a second timer bounding how long one request's header may take to arrive,
  *   so a slow client (slowloris) cannot hold a connection with a trickle;
- * - non-blocking sockets, pipelined requests answered in order with one write
- *   per batch, and back-pressure: a client that does not read its responses
- *   is not read from either;
- * - EMFILE on accept without spinning: a reserved descriptor is given up to
- *   accept and close the connection, and if even that fails accepting pauses
- *   for a while on a timer;
+ * - pipelined requests answered in order with one write per batch, and
+ *   back-pressure: while a batch is being written no new request is answered,
+ *   and reading stops once a request header's worth of input is waiting, so a
+ *   client that does not read its responses is not read from either;
+ * - EMFILE on accept without spinning: the loop pauses accepting by itself,
+ *   and a reserved descriptor is given up to accept and close one pending
+ *   connection each time, so that clients see a close instead of hanging;
  * - signals handled by the main thread's loop (tl_signal), which stops the
  *   workers with tl_async; every handle is stopped and every loop freed, the
  *   statistics are printed (with each loop's timer lateness from
  *   tl_loop_lateness), and the process exits 0.
  *
  *   http_hello [--port N] [--bind ADDR] [--threads N] [--idle-ms N]
- *              [--header-ms N] [--io epoll|io_uring|auto] [--timers NAME] [--help]
+ *              [--header-ms N] [--io epoll|io_uring|auto] [--timers NAME]
+ *              [--reuseport] [--help]
  *
  * Once every worker is ready it prints "listening on ADDR:PORT ..." on stdout
  * (--port 0 lets the kernel pick a free port). Try:
@@ -47,6 +55,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <tickloop/tickloop.h>
@@ -59,20 +68,17 @@ enum {
     /* A request header larger than this is answered with 431 and the
      * connection closed, as most servers do (nginx's default is 1 KiB + 8 KiB). */
     IN_CAP = 4096,
+    /* The loop's read buffers (tl_loop_options.read_buffer_size): one read
+     * callback gets at most this much. The input buffer has room for IN_CAP
+     * plus one of them and reading goes on while less than IN_CAP is
+     * waiting, so what a callback is given always fits. */
+    READ_BUF = 4096,
     /* Room for the responses of a batch of pipelined requests; requests are
      * parsed only while a whole response still fits. */
     OUT_CAP = 16384,
     RESPONSE_MAX = 256,
-    /* Connections accepted per readiness callback before other watchers get a
-     * turn; the listener stays readable, so the rest come next iteration. */
-    ACCEPT_BATCH = 64,
     MAX_THREADS = 256,
 };
-
-/* How long accepting pauses when the process is out of descriptors and the
- * reserved one is gone too: long enough not to spin, short enough to recover
- * quickly once connections close. */
-static const uint64_t ACCEPT_PAUSE_NS = 100 * MS;
 
 static const char HELLO_BODY[] = "Hello, World!\n";
 
@@ -89,23 +95,29 @@ struct config {
     int threads;
     uint64_t idle_ns;
     uint64_t header_ns;
+    int reuseport; /* share the port with other processes (--reuseport) */
     tl_loop_options loop_options;
 };
 
 struct worker;
 
 struct conn {
-    tl_io io;
-    tl_timer idle;   /* closes a connection with no request for idle_ns       */
-    tl_timer header; /* closes a connection whose request header is too slow */
+    tl_stream stream;
+    tl_write_req write;
+    struct iovec iov; /* the queued write's, unchanged until its callback */
+    tl_timer idle;    /* closes a connection with no request for idle_ns       */
+    tl_timer header;  /* closes a connection whose request header is too slow */
     struct worker *worker;
     struct conn *prev, *next;
+    int reading;           /* tl_stream_read_start is in effect */
+    int writing;           /* out[out_off, out_len) is queued: left alone until written */
+    int closing;           /* tl_stream_close called; freed in its callback */
     int peer_closed;       /* read EOF: answer what was received, then close */
     int close_after_write; /* "Connection: close", HTTP/1.0 or a bad request */
     int keep_alive_10;     /* this request is HTTP/1.0 with "Connection: keep-alive" */
     size_t in_len;
     size_t out_off, out_len;
-    char in[IN_CAP];
+    char in[IN_CAP + READ_BUF];
     char out[OUT_CAP];
 };
 
@@ -118,8 +130,7 @@ struct worker {
     int listen_fd;
     int spare_fd; /* reserved for the EMFILE trick; -1 while given up */
     tl_loop *loop;
-    tl_io listener;
-    tl_timer accept_resume;
+    tl_listener listener;
     tl_async stop;
     struct conn *conns;
     int setup_err; /* 0, or the negative errno that made setup fail */
@@ -147,18 +158,25 @@ struct server {
 /* Connections                                                              */
 /* ------------------------------------------------------------------------ */
 
+static void conn_on_closed(tl_loop *loop, tl_stream *s) {
+    (void)loop;
+    free(s->data);
+}
+
+/* Stops c's timers and closes its stream; the loop closes the socket,
+ * cancels a queued write and then calls conn_on_closed, which frees c. */
 static void conn_close(struct conn *c) {
     struct worker *w = c->worker;
-    tl_io_stop(w->loop, &c->io);
+    if (c->closing) return;
+    c->closing = 1;
     tl_timer_stop(w->loop, &c->idle);
     tl_timer_stop(w->loop, &c->header);
-    close(c->io.fd);
+    tl_stream_close(w->loop, &c->stream, conn_on_closed);
     if (c->prev)
         c->prev->next = c->next;
     else
         w->conns = c->next;
     if (c->next) c->next->prev = c->prev;
-    free(c);
 }
 
 static void conn_on_idle(tl_loop *loop, tl_timer *t) {
@@ -338,9 +356,11 @@ static int conn_process(struct conn *c) {
     size_t off = 0;
     int served = 0;
     while (!c->close_after_write && OUT_CAP - c->out_len >= RESPONSE_MAX) {
-        const char *end = find_header_end(c->in + off, c->in_len - off);
+        /* A header must end within IN_CAP bytes of its start. */
+        size_t avail = c->in_len - off;
+        const char *end = find_header_end(c->in + off, avail < IN_CAP ? avail : IN_CAP);
         if (!end) {
-            if (off == 0 && c->in_len == IN_CAP) {
+            if (off == 0 && c->in_len >= IN_CAP) {
                 c->close_after_write = 1;
                 conn_respond(c, "431 Request Header Fields Too Large", "header too large\n", 0);
                 served = 1;
@@ -372,91 +392,77 @@ static int conn_process(struct conn *c) {
     return 0;
 }
 
-/* Writes what it can and closes c once it is done with it. Returns -1 if c
- * was closed. */
-static int conn_flush(struct conn *c) {
-    while (c->out_off < c->out_len) {
-        ssize_t n = send(c->io.fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
-        if (n > 0)
-            c->out_off += (size_t)n;
-        else if (n < 0 && errno == EINTR)
-            continue;
-        else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            break;
-        else {
-            conn_close(c); /* EPIPE, ECONNRESET: the client is gone */
-            return -1;
-        }
-    }
-    if (c->out_off == c->out_len) {
-        c->out_off = c->out_len = 0;
-        if (c->close_after_write || c->peer_closed) {
-            conn_close(c);
-            return -1;
-        }
-    }
-    return 0;
-}
+static void conn_on_read(tl_loop *loop, tl_stream *s, const void *buf, ptrdiff_t n);
+static void conn_on_written(tl_loop *loop, tl_write_req *req, int status);
 
-/* Watches for what c needs next: writable while output is pending; readable
- * while another response fits (a client that does not read its responses is
- * not read from either), until EOF or a final answer. */
-static void conn_watch(struct conn *c) {
-    unsigned want = 0;
-    if (c->out_off < c->out_len) want |= TL_WRITE;
-    if (!c->peer_closed && !c->close_after_write && c->in_len < IN_CAP &&
-        OUT_CAP - c->out_len >= RESPONSE_MAX)
-        want |= TL_READ;
-    if (want == c->io.events) return;
-    int r = tl_io_start(c->worker->loop, &c->io, want);
+/* Answers the complete requests waiting (unless a write is queued: the output
+ * buffer must stay as it is until then), queues the responses in one write,
+ * and reads while less than a request header's worth of input waits. */
+static void conn_pump(struct conn *c) {
+    tl_loop *loop = c->worker->loop;
+    if (!c->writing) {
+        if (conn_process(c) < 0) return;
+        if (c->out_len > c->out_off) {
+            c->iov.iov_base = c->out + c->out_off;
+            c->iov.iov_len = c->out_len - c->out_off;
+            int r = tl_stream_write(loop, &c->stream, &c->write, &c->iov, 1, conn_on_written);
+            if (r < 0) {
+                fprintf(stderr, "http_hello: tl_stream_write: %s\n", tl_strerror(r));
+                conn_close(c);
+                return;
+            }
+            c->writing = 1;
+        } else if (c->close_after_write || c->peer_closed) {
+            conn_close(c); /* all answered, or EOF after a partial request */
+            return;
+        }
+    }
+    int want = !c->peer_closed && !c->close_after_write && c->in_len < IN_CAP;
+    if (want == c->reading) return;
+    int r = want ? tl_stream_read_start(loop, &c->stream, conn_on_read)
+                 : tl_stream_read_stop(loop, &c->stream);
     if (r < 0) {
-        fprintf(stderr, "http_hello: tl_io_start: %s\n", tl_strerror(r));
+        fprintf(stderr, "http_hello: reading: %s\n", tl_strerror(r));
         conn_close(c);
-    }
-}
-
-/* Reads what is available into the input buffer. Returns -1 if c was closed. */
-static int conn_read(struct conn *c) {
-    while (c->in_len < IN_CAP) {
-        ssize_t n = recv(c->io.fd, c->in + c->in_len, IN_CAP - c->in_len, 0);
-        if (n > 0) {
-            c->in_len += (size_t)n;
-            /* A short read drained the socket: asking again would only cost
-             * a syscall returning EAGAIN (the watcher is level-triggered,
-             * so bytes arriving meanwhile are reported next iteration). */
-            if (c->in_len < IN_CAP) break;
-            continue;
-        }
-        if (n == 0) {
-            c->peer_closed = 1;
-            break;
-        }
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-        conn_close(c);
-        return -1;
-    }
-    return 0;
-}
-
-static void conn_on_io(tl_loop *loop, tl_io *io, unsigned revents) {
-    struct conn *c = io->data;
-    (void)loop;
-    if ((revents & (TL_READ | TL_ERROR | TL_HUP)) && (c->io.events & TL_READ) && conn_read(c) < 0)
         return;
-    /* Answer and write until output is stuck (then watch for writable) or
-     * no complete request is left (then watch for readable; a full buffer
-     * without one was answered with 431). A round that only drained a full
-     * output buffer goes again: it made room for requests already read. */
-    for (;;) {
-        size_t in_before = c->in_len, out_before = c->out_len - c->out_off;
-        if (conn_process(c) < 0 || conn_flush(c) < 0) return;
-        if (c->out_len != 0 || c->in_len == 0) break;
-        if (c->in_len == in_before && out_before == 0) break; /* a partial request */
     }
-    conn_watch(c);
+    c->reading = want;
 }
 
+/* Every byte of the batch went to the kernel (status 0), or the client is
+ * gone; -ECANCELED when conn_close came first. */
+static void conn_on_written(tl_loop *loop, tl_write_req *req, int status) {
+    struct conn *c = req->data;
+    (void)loop;
+    c->writing = 0;
+    if (c->closing) return;
+    c->out_off = c->out_len = 0;
+    if (status < 0 || c->close_after_write) {
+        conn_close(c); /* EPIPE, ECONNRESET, or the last response is out */
+        return;
+    }
+    conn_pump(c); /* requests that arrived while the batch was written */
+}
+
+static void conn_on_read(tl_loop *loop, tl_stream *s, const void *buf, ptrdiff_t n) {
+    struct conn *c = s->data;
+    (void)loop;
+    if (n < 0) {
+        conn_close(c); /* ECONNRESET, ...: the client is gone */
+        return;
+    }
+    if (n == 0) {
+        c->peer_closed = 1; /* reading has stopped: answer what is here */
+        c->reading = 0;
+    } else {
+        memcpy(c->in + c->in_len, buf, (size_t)n); /* fits: see READ_BUF */
+        c->in_len += (size_t)n;
+    }
+    conn_pump(c);
+}
+
+/* Takes fd into a new connection. Returns 0, or a negative errno with fd
+ * still the caller's. */
 static int conn_open(struct worker *w, int fd) {
     struct conn *c = malloc(sizeof *c); /* the buffers need no zeroing */
     if (!c) return -ENOMEM;
@@ -465,23 +471,29 @@ static int conn_open(struct worker *w, int fd) {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     c->worker = w;
-    c->peer_closed = c->close_after_write = 0;
+    c->reading = c->writing = c->closing = 0;
+    c->peer_closed = c->close_after_write = c->keep_alive_10 = 0;
     c->in_len = c->out_off = c->out_len = 0;
-    tl_io_init(&c->io, fd, conn_on_io, c);
+    tl_stream_init(&c->stream, fd, c);
+    c->write.data = c;
     tl_timer_init(&c->idle, conn_on_idle, c);
     tl_timer_init(&c->header, conn_on_header_timeout, c);
-    int r = tl_io_start(w->loop, &c->io, TL_READ);
-    if (r == 0) r = tl_timer_start(w->loop, &c->idle, w->server->cfg.idle_ns, 0);
+    int r = tl_stream_read_start(w->loop, &c->stream, conn_on_read);
     if (r < 0) {
-        tl_io_stop(w->loop, &c->io);
-        free(c);
+        free(c); /* never bound to the loop: nothing of it is left there */
         return r;
     }
+    c->reading = 1;
     c->prev = NULL;
     c->next = w->conns;
     if (w->conns) w->conns->prev = c;
     w->conns = c;
     w->accepted++;
+    r = tl_timer_start(w->loop, &c->idle, w->server->cfg.idle_ns, 0);
+    if (r < 0) {
+        fprintf(stderr, "http_hello: tl_timer_start: %s\n", tl_strerror(r));
+        conn_close(c); /* closes fd too */
+    }
     return 0;
 }
 
@@ -489,86 +501,63 @@ static int conn_open(struct worker *w, int fd) {
 /* Accepting                                                                */
 /* ------------------------------------------------------------------------ */
 
-static void accept_pause(struct worker *w) {
-    int r = tl_io_stop(w->loop, &w->listener);
-    if (r == 0) r = tl_timer_start(w->loop, &w->accept_resume, ACCEPT_PAUSE_NS, 0);
-    if (r < 0) fprintf(stderr, "http_hello: pausing accept: %s\n", tl_strerror(r));
-    w->accept_pauses++;
-}
-
-/* Out of descriptors, the pending connection keeps the level-triggered
- * listener readable and the loop would spin on it. Giving up the reserved
- * descriptor lets us accept the connection and close it at once (the client
- * sees the connection closed instead of hanging), then we reserve again.
- * Returns 0 if a connection was shed. */
-static int accept_shed(struct worker *w) {
-    if (w->spare_fd < 0) return -1;
+/* Out of descriptors, the loop pauses accepting, but the connections waiting
+ * in the backlog would hang there until descriptors come back. Giving up the
+ * reserved descriptor lets us accept one and close it at once (the client
+ * sees the connection closed), then we reserve again. */
+static void accept_shed(struct worker *w) {
+    if (w->spare_fd < 0) w->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (w->spare_fd < 0) return;
     close(w->spare_fd);
-    int fd = accept4(w->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    int fd = accept4(w->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd >= 0) {
         close(fd);
         w->shed++;
     }
-    /* Another thread may take the descriptor first; accept_pause covers that. */
+    /* Another thread may take the descriptor first: then the next pause
+     * tries again. */
     w->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    return fd >= 0 ? 0 : -1;
 }
 
-static void on_accept(tl_loop *loop, tl_io *io, unsigned revents) {
-    struct worker *w = io->data;
+static void on_accept(tl_loop *loop, tl_listener *l, int fd) {
+    struct worker *w = l->data;
     (void)loop;
-    (void)revents;
-    for (int i = 0; i < ACCEPT_BATCH; i++) {
-        int fd = accept4(w->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd >= 0) {
-            int r = conn_open(w, fd);
-            if (r < 0) {
-                fprintf(stderr, "http_hello: connection setup: %s\n", tl_strerror(r));
-                close(fd);
-            }
-            continue;
+    if (fd >= 0) {
+        int r = conn_open(w, fd);
+        if (r < 0) {
+            fprintf(stderr, "http_hello: connection setup: %s\n", tl_strerror(r));
+            close(fd);
         }
-        if (errno == EINTR || errno == ECONNABORTED) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-        if ((errno == EMFILE || errno == ENFILE) && accept_shed(w) == 0) continue;
-        /* Out of descriptors or memory with nothing left to give up, or an
-         * unexpected error: wait instead of retrying in a tight loop. */
-        if (errno != EMFILE && errno != ENFILE) perror("http_hello: accept4");
-        accept_pause(w);
         return;
     }
-}
-
-static void on_accept_resume(tl_loop *loop, tl_timer *t) {
-    struct worker *w = t->data;
-    if (w->spare_fd < 0) w->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    int r = tl_io_start(loop, &w->listener, TL_READ);
-    if (r < 0) {
-        fprintf(stderr, "http_hello: resuming accept: %s\n", tl_strerror(r));
-        r = tl_timer_start(loop, t, ACCEPT_PAUSE_NS, 0);
-    }
+    /* The loop has paused accepting (it goes on after 50 ms, or sooner when
+     * one of its streams closes). */
+    w->accept_pauses++;
+    if (fd == -EMFILE || fd == -ENFILE)
+        accept_shed(w);
+    else
+        fprintf(stderr, "http_hello: accept: %s\n", tl_strerror(fd));
 }
 
 /* ------------------------------------------------------------------------ */
 /* Workers                                                                  */
 /* ------------------------------------------------------------------------ */
 
-/* Stops every handle of the worker, so that its loop has nothing left. */
+/* Stops every handle of the worker and closes every connection; once the
+ * close callbacks have run, the loop has nothing left and tl_loop_run
+ * returns. */
 static void worker_close_all(struct worker *w) {
-    tl_io_stop(w->loop, &w->listener);
-    tl_timer_stop(w->loop, &w->accept_resume);
+    tl_listener_stop(w->loop, &w->listener);
     tl_async_stop(w->loop, &w->stop);
     while (w->conns) conn_close(w->conns);
 }
 
 static void worker_on_stop(tl_loop *loop, tl_async *a) {
+    (void)loop;
     worker_close_all(a->data);
-    tl_loop_stop(loop);
 }
 
 static int worker_setup(struct worker *w) {
-    tl_io_init(&w->listener, w->listen_fd, on_accept, w);
-    tl_timer_init(&w->accept_resume, on_accept_resume, w);
     int r = tl_loop_new(&w->loop, &w->server->cfg.loop_options);
     if (r < 0) {
         w->loop = NULL;
@@ -576,7 +565,7 @@ static int worker_setup(struct worker *w) {
         return r;
     }
     if ((r = tl_async_start(w->loop, &w->stop, worker_on_stop, w)) < 0 ||
-        (r = tl_io_start(w->loop, &w->listener, TL_READ)) < 0) {
+        (r = tl_listener_start(w->loop, &w->listener, w->listen_fd, on_accept, w)) < 0) {
         fprintf(stderr, "http_hello: worker setup: %s\n", tl_strerror(r));
         return r;
     }
@@ -598,7 +587,10 @@ static void *worker_main(void *arg) {
         }
     }
     if (w->loop) {
+        /* After a failed setup: whatever was started. Then the close
+         * callbacks of the connections, if any are still due. */
         worker_close_all(w);
+        tl_loop_run(w->loop, TL_RUN_DEFAULT);
         tl_loop_stats_get(w->loop, &w->stats);
         tl_loop_lateness(w->loop, &w->lateness, 0);
         int r = tl_loop_free(w->loop);
@@ -647,9 +639,11 @@ static void on_worker_exit(tl_loop *loop, tl_async *a) {
     tl_signal_stop(loop, &s->sigterm);
 }
 
-/* Opens a non-blocking listening socket; every worker gets its own one on the
- * same port (SO_REUSEPORT) and the kernel balances connections between them. */
-static int listen_socket(const struct config *cfg, int *port) {
+/* A socket of cfg's family bound to cfg's address and *port, with
+ * SO_REUSEADDR, SO_REUSEPORT if reuseport, IPv6 only for an IPv6 address;
+ * listening if listening. *port becomes the bound port. Returns the fd or a
+ * negative errno. */
+static int bound_socket(const struct config *cfg, int *port, int reuseport, int listening) {
     struct sockaddr_storage sa = cfg->addr;
     int family = sa.ss_family;
     socklen_t len;
@@ -666,8 +660,8 @@ static int listen_socket(const struct config *cfg, int *port) {
     /* An IPv6 address means IPv6 only (:: does not also take IPv4). */
     if ((family == AF_INET6 && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one) < 0) ||
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
-        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0 ||
-        bind(fd, (struct sockaddr *)&sa, len) < 0 || listen(fd, 1024) < 0 ||
+        (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0) ||
+        bind(fd, (struct sockaddr *)&sa, len) < 0 || (listening && listen(fd, 1024) < 0) ||
         getsockname(fd, (struct sockaddr *)&sa, &len) < 0) {
         int err = -errno;
         close(fd);
@@ -676,6 +670,23 @@ static int listen_socket(const struct config *cfg, int *port) {
     *port = ntohs(family == AF_INET6 ? ((struct sockaddr_in6 *)&sa)->sin6_port
                                      : ((struct sockaddr_in *)&sa)->sin_port);
     return fd;
+}
+
+/* Opens a non-blocking listening socket; every worker gets its own one on the
+ * same port (SO_REUSEPORT) and the kernel balances connections between them. */
+static int listen_socket(const struct config *cfg, int *port) {
+    return bound_socket(cfg, port, 1, 1);
+}
+
+/* SO_REUSEPORT lets any socket that sets it join a port, so a second server
+ * started on a port that is in use would silently take part of its
+ * connections. Unless --reuseport asks for that, this probe, bound without
+ * SO_REUSEPORT, claims the port first: its bind fails with EADDRINUSE while
+ * any other socket listens there. It also picks the port for --port 0, and
+ * stays bound until the workers listen (it does not listen itself, so they
+ * can join it). Returns the fd or a negative errno. */
+static int port_probe(const struct config *cfg, int *port) {
+    return bound_socket(cfg, port, 0, 0);
 }
 
 /* Parses an IPv4 or IPv6 address (e.g. 127.0.0.1, ::1, ::) into *out. */
@@ -697,7 +708,7 @@ static int parse_addr(const char *s, struct sockaddr_storage *out) {
 static void usage(FILE *out, const char *argv0) {
     fprintf(out,
             "usage: %s [--port N] [--bind ADDR] [--threads N] [--idle-ms N] [--header-ms N]\n"
-            "          [--io epoll|io_uring|auto] [--timers NAME] [--help]\n"
+            "          [--io epoll|io_uring|auto] [--timers NAME] [--reuseport] [--help]\n"
             "A keep-alive HTTP/1.1 server answering GET / (tickloop %s).\n"
             "  --port N       TCP port, 0 picks a free one (default 8080)\n"
             "  --bind ADDR    IPv4 or IPv6 address to listen on (default 127.0.0.1;\n"
@@ -708,7 +719,9 @@ static void usage(FILE *out, const char *argv0) {
             "                 than N ms to arrive (default 2000)\n"
             "  --io KIND      I/O backend (default auto)\n"
             "  --timers NAME  timer backend: heap2, heap4, wheel, hwheel, ... (default:\n"
-            "                 TICKLOOP_TIMERS, else the library's)\n",
+            "                 TICKLOOP_TIMERS, else the library's)\n"
+            "  --reuseport    share the port with other processes listening on it with\n"
+            "                 SO_REUSEPORT (by default a port in use is refused)\n",
             argv0, tl_version());
 }
 
@@ -731,12 +744,18 @@ static int parse_args(int argc, char **argv, struct config *cfg) {
     cfg->header_ns = 2000 * MS;
     parse_addr("127.0.0.1", &cfg->addr);
     tl_loop_options_init(&cfg->loop_options);
+    cfg->loop_options.read_buffer_size = READ_BUF;
     for (int i = 1; i < argc; i += 2) {
         const char *opt = argv[i], *val = argv[i + 1]; /* argv[argc] is NULL */
         unsigned long long v;
         if (strcmp(opt, "--help") == 0) {
             usage(stdout, argv[0]);
             exit(0);
+        }
+        if (strcmp(opt, "--reuseport") == 0) { /* the one option without a value */
+            cfg->reuseport = 1;
+            i--;
+            continue;
         }
         static const char *const known[] = {"--port", "--threads", "--idle-ms", "--header-ms",
                                             "--bind", "--io",      "--timers"};
@@ -809,6 +828,18 @@ int main(int argc, char **argv) {
     s.workers = calloc((size_t)s.cfg.threads, sizeof *s.workers);
     if (!s.workers) return 1;
     int port = s.cfg.port;
+    int probe = -1;
+    if (!s.cfg.reuseport && (probe = port_probe(&s.cfg, &port)) < 0) {
+        if (probe == -EADDRINUSE)
+            fprintf(stderr,
+                    "http_hello: port %d is already in use (another server listens on it); "
+                    "choose another --port, or pass --reuseport to share it with processes "
+                    "that listen with SO_REUSEPORT\n",
+                    port);
+        else
+            fprintf(stderr, "http_hello: port %d: %s\n", port, strerror(-probe));
+        return 1;
+    }
     for (int i = 0; i < s.cfg.threads; i++) {
         struct worker *w = &s.workers[i];
         w->index = i;
@@ -822,6 +853,7 @@ int main(int argc, char **argv) {
             return 1;
         }
     }
+    if (probe >= 0) close(probe); /* the workers listen: the port is taken */
 
     pthread_barrier_init(&s.ready, NULL, (unsigned)s.cfg.threads + 1);
     for (int i = 0; i < s.cfg.threads; i++) {
@@ -847,10 +879,11 @@ int main(int argc, char **argv) {
         } else {
             inet_ntop(AF_INET, &((struct sockaddr_in *)&s.cfg.addr)->sin_addr, addr, sizeof addr);
         }
-        printf("listening on %s:%d threads=%d io=%s timers=%s idle-ms=%llu header-ms=%llu\n", addr,
-               port, s.cfg.threads, tl_loop_io_name(s.loop), tl_loop_timers_name(s.loop),
-               (unsigned long long)(s.cfg.idle_ns / MS),
-               (unsigned long long)(s.cfg.header_ns / MS));
+        printf("listening on %s:%d threads=%d io=%s timers=%s idle-ms=%llu header-ms=%llu "
+               "streams=%s\n",
+               addr, port, s.cfg.threads, tl_loop_io_name(s.loop), tl_loop_timers_name(s.loop),
+               (unsigned long long)(s.cfg.idle_ns / MS), (unsigned long long)(s.cfg.header_ns / MS),
+               tl_loop_stream_path(s.loop));
         fflush(stdout);
     }
 
@@ -866,12 +899,16 @@ int main(int argc, char **argv) {
         struct worker *w = &s.workers[i];
         printf("worker %d: connections %llu (idle-closed %llu, header-timeout %llu, shed %llu, "
                "accept pauses %llu) requests %llu | loop: iterations %llu, empty wakeups %llu, "
-               "timers fired %llu, io events %llu\n",
+               "timers fired %llu, io events %llu, stream reads %llu, writes %llu, buffer ring "
+               "exhausted %llu\n",
                i, (unsigned long long)w->accepted, (unsigned long long)w->idle_closed,
                (unsigned long long)w->header_closed, (unsigned long long)w->shed,
                (unsigned long long)w->accept_pauses, (unsigned long long)w->requests,
                (unsigned long long)w->stats.iterations, (unsigned long long)w->stats.empty_wakeups,
-               (unsigned long long)w->stats.timers_fired, (unsigned long long)w->stats.io_events);
+               (unsigned long long)w->stats.timers_fired, (unsigned long long)w->stats.io_events,
+               (unsigned long long)w->stats.stream_reads,
+               (unsigned long long)w->stats.stream_writes,
+               (unsigned long long)w->stats.buffer_ring_exhausted);
         /* The loop's own view of its timers: wake-up time minus deadline. */
         printf("worker %d: timer lateness (us, as the loop saw it): %llu fired, p50 %.1f, p90 "
                "%.1f, p99 %.1f, p99.9 %.1f, max %.1f; timer wake-ups %llu (up to %llu timers "

@@ -3,8 +3,10 @@
 """plot_http.py: charts the TSV that benches/http/run.sh --out writes.
 
 Usage: plot_http.py TABLE.tsv OUT.png
-Two panels against the connection count: requests per second, and server
-CPU microseconds per request, one bar per server. Needs matplotlib (Debian's
+Three panels against the connection count: requests per second, server
+CPU per request and p99 latency, each as a ratio to libev's at the same
+connection count (absolute values when the table has no libev row), one
+bar per server (at most six, one colour each; the legend sits below). Needs matplotlib (Debian's
 python3-matplotlib; run it with /usr/bin/python3 when another python3 comes
 first in PATH).
 """
@@ -21,31 +23,47 @@ except ImportError:
     sys.exit("plot_http.py needs matplotlib (apt-get install python3-matplotlib)")
 
 
+COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
     with open(sys.argv[1], newline="") as f:
-        rows = list(csv.DictReader(f, delimiter="\t"))
+        rows = [r for r in csv.DictReader(f, delimiter="\t") if r["req/s"] != "-"]
     conns = sorted({int(r["conns"]) for r in rows})
     servers = list(dict.fromkeys(r["server"] for r in rows))
+    if len(servers) > len(COLOURS):
+        sys.exit(f"plot_http.py: at most {len(COLOURS)} servers per chart (got {len(servers)})")
     value = {(int(r["conns"]), r["server"]): r for r in rows}
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    # The figures differ by an order of magnitude between 1 connection and
+    # many; against libev at the same connection count they share one scale.
+    base = "libev" if "libev" in servers else None
+    panels = (("req/s", "requests/s", "higher is better"),
+              ("cpu_us_per_req", "server CPU per request", "lower is better"),
+              ("p99_us", "p99 latency", "lower is better"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(14, 4.4))
     width = 0.8 / len(servers)
-    for ax, key, title in ((axes[0], "req/s", "requests/s (higher is better)"),
-                           (axes[1], "cpu_us_per_req", "server CPU us/request (lower is better)")):
+    for ax, (key, name, better) in zip(axes, panels):
         for i, s in enumerate(servers):
             xs, ys = [], []
             for j, c in enumerate(conns):
-                if (c, s) in value:
+                if (c, s) in value and (not base or (c, base) in value):
+                    v = float(value[(c, s)][key])
                     xs.append(j + i * width - 0.4 + width / 2)
-                    ys.append(float(value[(c, s)][key]))
-            ax.bar(xs, ys, width, label=s)
+                    ys.append(v / float(value[(c, base)][key]) if base else v)
+            ax.bar(xs, ys, width, label=s, color=COLOURS[i])
+        if base:
+            ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+            ax.set_title(f"{name} / libev's ({better})", fontsize=10)
+        else:
+            ax.set_title(f"{name} ({better})", fontsize=10)
         ax.set_xticks(range(len(conns)))
-        ax.set_xticklabels([f"{c} conns" for c in conns])
-        ax.set_title(title)
+        ax.set_xticklabels([f"{c} conn{'s' if c > 1 else ''}" for c in conns])
         ax.grid(axis="y", alpha=0.3)
-    axes[0].legend(fontsize=7, loc="lower left")
-    fig.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(servers), fontsize=9, frameon=False)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
     fig.savefig(sys.argv[2], dpi=90)
 
 

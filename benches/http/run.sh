@@ -9,8 +9,9 @@
 #     --rounds 3              interleaved rounds per connection count (0: only
 #                             the --strace counts)
 #     --duration 5            seconds per wrk run
-#     --servers "..."         subset of: tickloop-epoll tickloop-io_uring libev
-#                             libuv-poll libuv-stream http_hello-epoll
+#     --servers "..."         subset of: tickloop-epoll tickloop-io_uring
+#                             tickloop-streams-epoll tickloop-streams-io_uring
+#                             libev libuv-poll libuv-stream http_hello-epoll
 #                             http_hello-io_uring
 #     --strace                also count syscalls per request (strace -c -f,
 #                             one extra short run per server: strace slows the
@@ -26,7 +27,7 @@ build=${1:-build}
 conns="32 256 1000"
 rounds=3
 duration=5
-servers="tickloop-epoll tickloop-io_uring libev libuv-poll libuv-stream http_hello-epoll http_hello-io_uring"
+servers="tickloop-epoll tickloop-io_uring tickloop-streams-epoll tickloop-streams-io_uring libev libuv-poll libuv-stream http_hello-epoll http_hello-io_uring"
 do_strace=0
 out=""
 while [ $# -gt 0 ]; do
@@ -54,6 +55,8 @@ server_cmd() { # name -> command line (port 0: the server prints its port)
     case "$1" in
     tickloop-epoll) echo "$dir/server-tickloop --io epoll --port 0" ;;
     tickloop-io_uring) echo "$dir/server-tickloop --io io_uring --port 0" ;;
+    tickloop-streams-epoll) echo "$dir/server-tickloop-streams --io epoll --port 0" ;;
+    tickloop-streams-io_uring) echo "$dir/server-tickloop-streams --io io_uring --port 0" ;;
     libev) echo "$dir/server-libev --port 0" ;;
     libuv-poll) echo "$dir/server-libuv --mode poll --port 0" ;;
     libuv-stream) echo "$dir/server-libuv --mode stream --port 0" ;;
@@ -133,7 +136,9 @@ if [ $do_strace = 1 ]; then
             read -r reqs _ < <(run_wrk "$c" 2)
             kill -INT $spid; wait $spid 2>/dev/null || true
             stop_server
-            calls=$(awk '$NF == "total" { print $(NF-2) }' "$tmp/strace")
+            # The total line is "100.00 SECONDS USECS/CALL CALLS [ERRORS] total":
+            # calls is the 4th field whether or not there were errors.
+            calls=$(awk '$NF == "total" { print $4 }' "$tmp/strace")
             awk -v c="$c" -v s="$s" -v k="$calls" -v n="$reqs" \
                 'BEGIN { printf "%s %s %.2f\n", c, s, n ? k / n : 0 }' >>"$syscalls"
         done

@@ -1,0 +1,442 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""run.py: heartbeating connections at scale, the same run for each server.
+
+    benches/connections/run.py [--build build] [--conns 200000] [--scale 0.1]
+        [--servers "tickloop-epoll tickloop-io_uring libev libuv"]
+        [--rounds 1] [--procs 0] [--window 3] [--out FILE.tsv] [--json FILE]
+
+N connections over loopback, held by P server processes on one
+SO_REUSEPORT port and opened by P client processes (conn-client), P chosen
+from the open-files limit (each process holds at most 90% of it; --procs
+overrides). Each connection heartbeats every 30 s and has a 60 s idle
+timeout (both times --scale); 1% of them go silent after two heartbeats and
+must be closed by their server's idle timer, one timeout after their last
+heartbeat.
+
+For each server in turn (rounds interleaved: every server once, then again):
+  1. the clients open 10% of the connections and pause; memory is read
+     (server RSS from /proc/PID/status, kernel Slab from /proc/meminfo);
+  2. they open the other 90%: the setup rate, and memory again: the
+     per-connection figures are the growth over those 90% (fixed costs such
+     as the loop's buffers stay out of them);
+  3. half an interval later, --window intervals of heartbeats: server CPU
+     per heartbeat (the servers' own getrusage), and how long after its send
+     each heartbeat restarted its timer;
+  4. once every silent connection is past its timeout: idle closes, checked
+     by the clients (exactly the silent ones, each one timeout after its
+     last heartbeat) and by the servers (close time - timer deadline).
+
+The Slab growth includes both ends of each loopback connection and the
+client's epoll entry: the client is the same for every server, so the
+differences between servers are the servers'.
+"""
+
+import argparse
+import json
+import math
+import os
+import resource
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+SERVERS = {
+    "tickloop-epoll": ("conn-server-tickloop", ["--io", "epoll"]),
+    "tickloop-io_uring": ("conn-server-tickloop", ["--io", "io_uring"]),
+    "libev": ("conn-server-libev", []),
+    "libuv": ("conn-server-libuv", []),
+}
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def parse_kv(line):
+    out = {}
+    for tok in line.split()[1:]:
+        if "=" in tok:
+            k, v = tok.split("=", 1)
+            out[k] = v
+    return out
+
+
+def hist_parse(text):
+    """'count/max/i:c,i:c' -> (count, max, {i: c})."""
+    count, mx, rest = text.split("/", 2)
+    buckets = {}
+    for part in rest.split(","):
+        if part:
+            i, c = part.split(":")
+            buckets[int(i)] = int(c)
+    return int(count), int(mx), buckets
+
+
+def bucket_upper(i):
+    if i < 8:
+        return i
+    e = i // 8 + 2
+    sub = i % 8
+    return ((8 + sub) << (e - 3)) + (1 << (e - 3))
+
+
+def hist_percentile(buckets, mx, q):
+    total = sum(buckets.values())
+    if total == 0:
+        return 0
+    want = math.ceil(q * total)
+    seen = 0
+    for i in sorted(buckets):
+        seen += buckets[i]
+        if seen >= want:
+            return min(bucket_upper(i), mx)
+    return mx
+
+
+def meminfo_kb(key):
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def rss_kb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def cpu_ticks(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+class Proc:
+    """A child process whose stdout goes to a file that is polled for lines."""
+
+    def __init__(self, argv, path):
+        self.path = path
+        self.out = open(path, "w")
+        self.p = subprocess.Popen(argv, stdout=self.out, stderr=subprocess.STDOUT)
+        self.pid = self.p.pid
+        self.inp = open(path)
+        self.partial = ""
+        self.all = []  # complete lines so far (read incrementally: the logs grow)
+
+    def lines(self, prefix):
+        data = self.partial + self.inp.read()
+        parts = data.split("\n")
+        self.partial = parts.pop()
+        self.all.extend(parts)
+        return [l for l in self.all if l.startswith(prefix)]
+
+    def wait_line(self, prefix, timeout, after=0):
+        """The first line starting with prefix beyond the first `after` ones."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            ls = self.lines(prefix)
+            if len(ls) > after:
+                return ls[after]
+            if self.p.poll() is not None:
+                raise RuntimeError(f"{self.path}: exited {self.p.returncode}:\n" + open(self.path).read()[-2000:])
+            time.sleep(0.02)
+        raise RuntimeError(f"{self.path}: no '{prefix}' line after {timeout} s:\n" + open(self.path).read()[-2000:])
+
+    def signal(self, sig):
+        if self.p.poll() is None:
+            os.kill(self.pid, sig)
+
+    def stop(self, timeout=60):
+        self.signal(signal.SIGTERM)
+        try:
+            self.p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(self.pid, signal.SIGKILL)
+            self.p.wait()
+        self.out.close()
+        self.inp.close()
+
+
+def snapshot(procs, prefix, timeout=30):
+    """SIGUSR1 to every process, then each one's fresh stats line, parsed."""
+    before = [len(p.lines(prefix)) for p in procs]
+    for p in procs:
+        p.signal(signal.SIGUSR1)
+    return [parse_kv(p.wait_line(prefix, timeout, after=b)) for p, b in zip(procs, before)]
+
+
+def hist_delta(a, b, key):
+    ca, ma, ba = hist_parse(a[key])
+    cb, mb, bb = hist_parse(b[key])
+    d = {i: c - ba.get(i, 0) for i, c in bb.items() if c - ba.get(i, 0) > 0}
+    return d, mb
+
+
+def run_one(args, name, tmp, round_no):
+    exe, extra = SERVERS[name]
+    exe = os.path.join(args.build, "benches", "connections", exe)
+    if not os.access(exe, os.X_OK):
+        log(f"run.py: {name}: {exe} not built, skipped")
+        return None
+    client_exe = os.path.join(args.build, "benches", "connections", "conn-client")
+    n, procs_n = args.conns, args.procs
+    scale = args.scale
+    interval = 30.0 * scale
+    timeout = 60.0 * scale
+    common = ["--scale", str(scale)]
+    if args.leeway_ms and name.startswith("tickloop"):
+        common += ["--leeway-ms", str(args.leeway_ms)]
+    if args.timers and name.startswith("tickloop"):
+        common += ["--timers", args.timers]
+    servers, clients = [], []
+    try:
+        slab0 = meminfo_kb("Slab")
+        port = 0
+        for i in range(procs_n):
+            s = Proc([exe, "--port", str(port)] + extra + common, os.path.join(tmp, f"{name}-s{i}.log"))
+            servers.append(s)
+            line = s.wait_line("listening on", 30)
+            port = int(line.split()[-1])
+        time.sleep(0.3)
+        rss0 = sum(rss_kb(s.pid) for s in servers)
+        counts = [n // procs_n + (1 if i < n % procs_n else 0) for i in range(procs_n)]
+        pauses = [max(1, c // 10) for c in counts]
+        n1 = sum(pauses)
+        for i in range(procs_n):
+            clients.append(Proc([client_exe, "--port", str(port), "--count", str(counts[i]),
+                                 "--index", str(i), "--scale", str(scale), "--pause-at",
+                                 str(pauses[i]), "--inflight", str(args.inflight),
+                                 "--window-ms", str(args.window_ms)],
+                                os.path.join(tmp, f"{name}-c{i}.log")))
+        for c in clients:
+            c.wait_line("paused", 300)
+
+        def accepted():
+            return sum(int(s["accepted"]) for s in snapshot(servers, "stats"))
+
+        end = time.monotonic() + 60
+        while accepted() < n1 and time.monotonic() < end:
+            time.sleep(0.25)
+        time.sleep(0.5)
+        slab1 = meminfo_kb("Slab")
+        rss1 = sum(rss_kb(s.pid) for s in servers)
+        t1 = time.monotonic()
+        for c in clients:
+            c.signal(signal.SIGUSR2)
+        # The clients say when their connects are done; the servers may still
+        # be accepting: the setup ends when they have accepted every one.
+        for c in clients:
+            c.wait_line("connected-all", 900)
+        end = time.monotonic() + 120
+        while accepted() < n and time.monotonic() < end:
+            time.sleep(0.05)
+        t2 = time.monotonic()
+        got = accepted()
+        if got < n:
+            raise RuntimeError(f"only {got} of {n} connections accepted")
+        time.sleep(0.3)
+        slab2 = meminfo_kb("Slab")
+        rss2 = sum(rss_kb(s.pid) for s in servers)
+        conn_bytes = int(snapshot(servers[:1], "stats")[0].get("conn_bytes", 0))
+
+        time.sleep(interval / 2)
+        a = snapshot(servers, "stats")
+        ca = [cpu_ticks(c.pid) for c in clients]
+        ta = time.monotonic()
+        time.sleep(args.window * interval)
+        b = snapshot(servers, "stats")
+        cb_ = [cpu_ticks(c.pid) for c in clients]
+        tb = time.monotonic()
+        cpu_us = sum(int(y["utime_us"]) + int(y["stime_us"]) - int(x["utime_us"]) - int(x["stime_us"])
+                     for x, y in zip(a, b))
+        hbs = sum(int(y["heartbeats"]) - int(x["heartbeats"]) for x, y in zip(a, b))
+        restart = {}
+        restart_max = 0
+        for x, y in zip(a, b):
+            d, mx = hist_delta(x, y, "restart_hist")
+            for i, c in d.items():
+                restart[i] = restart.get(i, 0) + c
+            restart_max = max(restart_max, mx)
+
+        # Every silent connection is past its timeout: the last one opened
+        # (at t2) went silent (silent-after - 1) intervals later.
+        wait_until = t2 + interval + timeout + args.window_ms / 1000 + 1.0
+        while time.monotonic() < wait_until:
+            time.sleep(0.2)
+        fs = snapshot(servers, "stats")
+        fc = snapshot(clients, "cstats")
+        idle = {}
+        idle_max = 0
+        for s in fs:
+            _, mx, bk = hist_parse(s["idle_hist"])
+            idle_max = max(idle_max, mx)
+            for i, c in bk.items():
+                idle[i] = idle.get(i, 0) + c
+
+        def csum(k):
+            return sum(int(c[k]) for c in fc)
+
+        def ssum(k):
+            return sum(int(s[k]) for s in fs)
+
+        res = {
+            "round": round_no,
+            "server": name,
+            "conns": n,
+            "procs": procs_n,
+            "scale": scale,
+            "setup_s": t2 - t1,
+            "setup_rate": (n - n1) / (t2 - t1),
+            "conn_bytes": conn_bytes,
+            "rss_per_conn": (rss2 - rss1) * 1024 / (n - n1),
+            "rss_total_per_conn": (rss2 - rss0) * 1024 / n,
+            "slab_per_conn": (slab2 - slab1) * 1024 / (n - n1),
+            "slab_total_per_conn": (slab2 - slab0) * 1024 / n,
+            "hb_window": hbs,
+            "hb_rate": hbs / (tb - ta),
+            "cpu_us_per_hb": cpu_us / hbs if hbs else 0,
+            "server_cores": cpu_us / 1e6 / (tb - ta),
+            "client_cores": (sum(cb_) - sum(ca)) / os.sysconf("SC_CLK_TCK") / (tb - ta),
+            "restart_p50_us": hist_percentile(restart, restart_max, 0.5) / 1e3,
+            "restart_p99_us": hist_percentile(restart, restart_max, 0.99) / 1e3,
+            "restart_max_us": restart_max / 1e3,
+            "silent": csum("silent"),
+            "idle_closed": ssum("idle_closed"),
+            "idle_early": ssum("idle_early"),
+            "idle_late_p99_us": hist_percentile(idle, idle_max, 0.99) / 1e3,
+            "idle_late_max_us": idle_max / 1e3,
+            "silent_ok": csum("silent_ok"),
+            "silent_early": csum("silent_early"),
+            "silent_late": csum("silent_late"),
+            "silent_overdue": csum("silent_overdue"),
+            "wrong_closed": csum("wrong_closed"),
+            "client_close_min_ms": min(int(c["close_min_us"]) for c in fc) / 1e3,
+            "client_close_max_ms": max(int(c["close_max_us"]) for c in fc) / 1e3,
+            "connect_failed": csum("connect_failed"),
+            "send_errors": csum("send_errors"),
+            "server_errors": ssum("errors") + ssum("accept_errors"),
+            "peer_closed": ssum("peer_closed"),
+        }
+        return res
+    finally:
+        for c in clients:
+            c.stop()
+        for s in servers:
+            s.stop()
+        time.sleep(2)  # let the kernel free the sockets before the next server
+
+
+COLUMNS = [
+    ("server", "server", "{}"),
+    ("setup_rate", "setup conn/s", "{:,.0f}"),
+    ("rss_per_conn", "user B/conn", "{:.0f}"),
+    ("conn_bytes", "caller's B/conn", "{}"),
+    ("slab_per_conn", "Slab B/conn", "{:.0f}"),
+    ("cpu_us_per_hb", "CPU us/heartbeat", "{:.2f}"),
+    ("hb_rate", "heartbeats/s", "{:,.0f}"),
+    ("restart_p50_us", "restart p50 us", "{:.0f}"),
+    ("restart_p99_us", "restart p99 us", "{:.0f}"),
+    ("idle_closed", "idle closes", "{}"),
+    ("silent", "silent", "{}"),
+    ("wrong_closed", "closed wrongly", "{}"),
+    ("silent_overdue", "missed", "{}"),
+    ("idle_late_max_us", "idle close late max us", "{:.0f}"),
+    ("client_close_max_ms", "client-seen max ms", "{:.1f}"),
+]
+
+
+def median_rows(results, servers):
+    rows = []
+    for s in servers:
+        rs = [r for r in results if r and r["server"] == s]
+        if not rs:
+            continue
+        row = dict(rs[0])
+        for k, v in rs[0].items():
+            if isinstance(v, (int, float)) and k not in ("round",):
+                vals = [r[k] for r in rs]
+                if k in ("wrong_closed", "silent_overdue", "silent_early", "silent_late",
+                         "idle_early", "idle_late_max_us", "client_close_max_ms", "restart_max_us",
+                         "connect_failed", "send_errors", "server_errors"):
+                    row[k] = max(vals)  # the worst round, for the checks
+                elif k == "client_close_min_ms":
+                    row[k] = min(vals)
+                else:
+                    row[k] = statistics.median(vals)
+        row["rounds"] = len(rs)
+        rows.append(row)
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--conns", type=int, default=200000)
+    ap.add_argument("--scale", type=float, default=0.1)
+    ap.add_argument("--servers", default="tickloop-epoll tickloop-io_uring libev libuv")
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--procs", type=int, default=0, help="server (and client) processes; 0: from the open-files limit")
+    ap.add_argument("--window", type=float, default=3, help="heartbeat intervals measured")
+    ap.add_argument("--window-ms", type=float, default=100,
+                    help="how late after its timeout a silent connection's close may be seen by the client")
+    ap.add_argument("--inflight", type=int, default=256)
+    ap.add_argument("--leeway-ms", type=float, default=0)
+    ap.add_argument("--timers", default=None)
+    ap.add_argument("--out", help="TSV of the median rows (plot_connections.py)")
+    ap.add_argument("--json", help="every round's results")
+    args = ap.parse_args()
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    per_proc = int((hard - 64) * 0.9)
+    if args.procs <= 0:
+        args.procs = max(1, math.ceil(args.conns / per_proc))
+    if args.conns / args.procs > hard - 64:
+        sys.exit(f"run.py: {args.conns} connections over {args.procs} processes exceed the open-files limit {hard}")
+    if args.procs > 254:
+        sys.exit("run.py: at most 254 client processes (one 127.x.0.0/16 each)")
+    servers = args.servers.split()
+    for s in servers:
+        if s not in SERVERS:
+            sys.exit(f"run.py: unknown server {s}; known: {' '.join(SERVERS)}")
+    log(f"run.py: {args.conns} connections, {args.procs} server + {args.procs} client processes "
+        f"(open files limit {hard}), heartbeat {30 * args.scale:g} s, idle timeout {60 * args.scale:g} s")
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(1, args.rounds + 1):
+            for s in servers:
+                res = run_one(args, s, tmp, r)
+                results.append(res)
+                if res:
+                    log(f"round {r} {s}: " + ", ".join(
+                        f"{h} " + f.format(res[k]) for k, h, f in COLUMNS[1:]))
+    rows = median_rows(results, servers)
+    print(f"\n{args.conns} connections, {args.procs}+{args.procs} processes, scale {args.scale}, "
+          f"rounds {args.rounds} (medians; checks: worst round)")
+    print("| " + " | ".join(h for _, h, _ in COLUMNS) + " |")
+    print("|" + "---|" * len(COLUMNS))
+    for row in rows:
+        print("| " + " | ".join(f.format(row[k]) for k, _, f in COLUMNS) + " |")
+    if args.out:
+        keys = list(rows[0].keys()) if rows else []
+        with open(args.out, "w") as f:
+            f.write("\t".join(keys) + "\n")
+            for row in rows:
+                f.write("\t".join(str(row[k]) for k in keys) + "\n")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
