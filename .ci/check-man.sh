@@ -17,6 +17,15 @@ for fn in $(grep -ho '^TL_API [^(]*(' include/tickloop/*.h | sed 's/($//; s/.*[ 
     [ -f "man/man3/$fn.3" ] || { echo "no man page for $fn: add man/man3/$fn.3"; fail=1; }
 done
 
+# Every page says the version of the header it documents (.TH's fourth field).
+version=$(awk '$1 == "#define" && $2 ~ /^TL_VERSION_(MAJOR|MINOR|PATCH)$/ {v = v (v == "" ? "" : ".") $3}
+               END {print v}' include/tickloop/tickloop.h)
+for page in man/man3/*.3 man/man7/*.7; do
+    [ -L "$page" ] && continue
+    grep -q "^\.TH .* \"tickloop $version\"" "$page" ||
+        { echo "$page: .TH does not say \"tickloop $version\" (the version in tickloop.h)"; fail=1; }
+done
+
 for page in man/man3/*.3 man/man7/*.7; do
     if [ -L "$page" ]; then
         target=$(readlink "$page")
