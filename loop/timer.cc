@@ -34,9 +34,14 @@
  * each time), so callbacks may stop, restart or free any timer they stopped.
  *
  * The one case the deferral changes: a timer started during a dispatch with a
- * due deadline is inserted at the dispatch's end; if the backend cannot take
- * it then (a heap that cannot grow), it becomes inactive as a repeating timer
- * whose re-arm fails does. The wheels never fail an insert.
+ * due deadline is inserted at the dispatch's end, after its start returned 0.
+ * So that this insert cannot fail, the room for it is reserved when it is
+ * parked (the backend's reserve: a heap grows then, and the start returns
+ * -ENOMEM if it cannot), and every insert made while timers are parked keeps
+ * that room (reserve_parked). The wheels never fail an insert; a custom
+ * backend whose insert can fail and that has no reserve may still drop a
+ * parked timer, which then becomes inactive as a repeating timer whose
+ * re-arm fails does.
  */
 #include <cerrno>
 
@@ -57,19 +62,37 @@ bool must_defer(const tl_loop *loop, unsigned c, uint64_t deadline) noexcept {
     return loop->dispatching && (loop->dispatch_mask >> c & 1) && deadline <= loop->dispatch_now[c];
 }
 
+/* Before t goes into instance self or the deferred list while a dispatch
+   runs: room in self for t and for every timer the dispatch may still insert
+   before it ends (the parked ones, and the ready ones, which a re-arm puts
+   back), so that the inserts at the dispatch's end cannot fail. Counting the
+   timers of every clock is more than one instance needs, never less.
+   0 or -ENOMEM. */
+[[gnu::noinline]] int reserve_parked(tl_loop *loop, void *self, const tl_timer *t) noexcept {
+    const tl_timer_backend *b = loop->timer_backend;
+    if (!b->reserve) return 0;
+    return b->reserve(self, t, loop->deferred.count + loop->ready.count + 1);
+}
+
 /* Pre: t in neither the backend nor a list; its clock bits say where it goes
    (that clock's instance exists). Puts t at deadline: in the deferred list if
    a dispatch is running that could still pop it, else in the backend.
-   Returns 0 or the backend's insert error. */
+   Returns 0 or the backend's insert (or reserve) error. */
 int place(tl_loop *loop, tl_timer *t, uint64_t deadline) noexcept {
     t->deadline = deadline;
     unsigned c = timer_clock(t);
-    if (must_defer(loop, c, deadline)) {
-        loop->deferred.append(t);
-        t->flags |= TIMER_DEFERRED;
-        return 0;
+    void *self = timers_of(loop, c);
+    const bool defer = must_defer(loop, c, deadline);
+    if (defer || loop->deferred.count) [[unlikely]] {
+        int r = reserve_parked(loop, self, t);
+        if (r < 0) return r;
+        if (defer) {
+            loop->deferred.append(t);
+            t->flags |= TIMER_DEFERRED;
+            return 0;
+        }
     }
-    return loop->timer_backend->insert(timers_of(loop, c), t);
+    return loop->timer_backend->insert(self, t);
 }
 
 /* Pre: t active. Post: t in neither the backend nor a list (still counted
@@ -285,7 +308,8 @@ uint64_t timers_dispatch(tl_loop *loop) noexcept {
                 dispatch_clock(loop, loop->clocks[c].timers, loop->dispatch_now[c], cap - fired);
     loop->dispatching = false;
 
-    /* The deferred timers, in start order: each is the newest insertion. */
+    /* The deferred timers, in start order: each is the newest insertion. Their
+       room was reserved when they were parked (place). */
     while (tl_timer *t = loop->deferred.head) {
         loop->deferred.unlink(t);
         t->flags &= ~TIMER_DEFERRED;

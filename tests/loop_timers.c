@@ -429,6 +429,75 @@ BACKEND_TEST(timer, due_restart_in_callback_holds_back_no_other_timer) {
     free_loop(loop);
 }
 
+/* Allocation failure injection: while fail_aligned_alloc is set, every
+ * aligned_alloc fails, which is how the heap backends grow their arrays. This
+ * definition replaces the C library's for the whole test program, the
+ * library linked into it included. */
+static volatile int fail_aligned_alloc;
+void *aligned_alloc(size_t align, size_t size) {
+    if (fail_aligned_alloc) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    void *mem = NULL;
+    if (align < sizeof(void *)) align = sizeof(void *);
+    return posix_memalign(&mem, align, size) == 0 ? mem : NULL;
+}
+
+/* A timer started in a callback with a deadline already due is parked until
+ * the dispatch ends and inserted then. That insert failed when the heap could
+ * not grow by then (other starts in the same dispatch had filled it, and
+ * memory ran out): the timer became inactive, never ran, although its
+ * tl_timer_start had returned 0. Its room is now taken when it is parked. */
+#define ROOMY 5000
+struct roomy {
+    tl_timer first, parked, future[ROOMY];
+    int parked_fired, started, refused;
+};
+
+static void on_parked(tl_loop *loop, tl_timer *t) {
+    (void)loop;
+    ((struct roomy *)t->data)->parked_fired++;
+}
+
+static void on_roomy_first(tl_loop *loop, tl_timer *t) {
+    struct roomy *r = t->data;
+    int e = tl_timer_start(loop, &r->parked, 0, 0); /* due now: parked */
+    cr_assert(e == 0, "parked start: %s", tl_strerror(e));
+    /* Memory runs out; more timers are started until the backend is full. */
+    fail_aligned_alloc = 1;
+    for (int i = 0; i < ROOMY; ++i) {
+        e = tl_timer_start(loop, &r->future[i], (uint64_t)(i + 1) * 1000 * MS, 0);
+        if (e == -ENOMEM) {
+            r->refused++;
+            cr_assert(!tl_timer_active(&r->future[i]));
+            break;
+        }
+        cr_assert(e == 0, "start %d: %s", i, tl_strerror(e));
+        r->started++;
+    }
+}
+
+BACKEND_TEST(timer, due_start_in_callback_is_not_lost_when_memory_runs_out) {
+    tl_loop *loop = new_loop(p->name);
+    static struct roomy r;
+    memset(&r, 0, sizeof r);
+    tl_timer_init(&r.first, on_roomy_first, &r);
+    tl_timer_init(&r.parked, on_parked, &r);
+    for (int i = 0; i < ROOMY; ++i) tl_timer_init(&r.future[i], on_parked, &r);
+    cr_assert(tl_timer_start(loop, &r.first, 0, 0) == 0);
+    cr_assert(tl_loop_run(loop, TL_RUN_NOWAIT) == 1);
+    fail_aligned_alloc = 0;
+    cr_assert(tl_timer_active(&r.parked),
+              "%s: the timer started in the callback (start returned 0) was dropped "
+              "(%d timers started after it, %d refused)",
+              p->name, r.started, r.refused);
+    cr_assert(tl_loop_run(loop, TL_RUN_NOWAIT) == 1);
+    cr_assert(r.parked_fired == 1, "%s: parked timer ran %d times", p->name, r.parked_fired);
+    for (int i = 0; i < ROOMY; ++i) cr_assert(tl_timer_stop(loop, &r.future[i]) == 0);
+    free_loop(loop);
+}
+
 /* The dispatch collects and runs in chunks (256 timers, loop/timer.cc): a
  * timer a callback (re)starts as due at once must not be popped by a later
  * chunk of the same dispatch, and ties still run in start order across
