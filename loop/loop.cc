@@ -54,6 +54,40 @@ constexpr uint64_t kMaxTimerSlackNs = 1000000000;
 
 std::atomic<uint32_t> next_loop_id{1};
 
+/* The live loops, for loop_by_id (tl_timer_init of an active timer). A
+   process has few loops, and the list is read only for a timer that is
+   initialised while active, so a locked array is enough. */
+pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+tl_loop **live_loops;
+size_t live_count, live_cap;
+
+int live_add(tl_loop *loop) noexcept {
+    pthread_mutex_lock(&live_lock);
+    if (live_count == live_cap) {
+        size_t cap = live_cap ? live_cap * 2 : 8;
+        void *mem = std::realloc(live_loops, cap * sizeof *live_loops);
+        if (!mem) {
+            pthread_mutex_unlock(&live_lock);
+            return -ENOMEM;
+        }
+        live_loops = static_cast<tl_loop **>(mem);
+        live_cap = cap;
+    }
+    live_loops[live_count++] = loop;
+    pthread_mutex_unlock(&live_lock);
+    return 0;
+}
+
+void live_remove(tl_loop *loop) noexcept {
+    pthread_mutex_lock(&live_lock);
+    for (size_t i = 0; i < live_count; ++i)
+        if (live_loops[i] == loop) {
+            live_loops[i] = live_loops[--live_count];
+            break;
+        }
+    pthread_mutex_unlock(&live_lock);
+}
+
 /* The thread's timer slack as the loops running on it left it. Slack belongs
  * to the thread, so this is per thread: `loops` counts the loops with a
  * timer_slack_ns that ran here and are not freed, `saved` is the slack the
@@ -202,6 +236,18 @@ int iterate(tl_loop *loop, tl_run_mode mode) noexcept {
 
 } // namespace
 
+tl_loop *tl::detail::loop_by_id(uint32_t id) noexcept {
+    tl_loop *found = nullptr;
+    pthread_mutex_lock(&live_lock);
+    for (size_t i = 0; i < live_count; ++i)
+        if (live_loops[i]->id == id) {
+            found = live_loops[i];
+            break;
+        }
+    pthread_mutex_unlock(&live_lock);
+    return found;
+}
+
 #ifndef NDEBUG
 void tl::detail::check_loop_thread(const tl_loop *loop, const char *call) noexcept {
     if (!loop->running || pthread_equal(loop->run_thread, pthread_self())) return;
@@ -271,6 +317,10 @@ TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts) {
         return -ENOMEM;
     }
     r = create_io(loop, kind, &loop->io);
+    if (r == 0) {
+        r = live_add(loop);
+        if (r < 0) delete loop->io;
+    }
     if (r < 0) {
         backend->destroy(loop->timers);
         std::free(loop);
@@ -286,6 +336,7 @@ TL_API int tl_loop_free(tl_loop *loop) {
     if (!loop) return -EINVAL;
     /* Unreferenced handles too: the loop still points at them. */
     if (loop->active_handles || loop->running) return -EBUSY;
+    live_remove(loop);
     release_timer_slack(loop);
     async_close(loop);
     signal_close(loop);

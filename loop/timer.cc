@@ -6,8 +6,10 @@
  * in one of the loop's two lists of timers the backend does not hold: the
  * ready list (TIMER_QUEUED: popped, callback not run yet) and the deferred
  * list (TIMER_DEFERRED: started during a dispatch, already due). `reserved`
- * then holds the owning loop's id so that a handle used with the wrong loop is
- * refused instead of corrupting a structure. The flags layout is in
+ * then holds the owning loop's id, mixed with the timer's address
+ * (timer_owner), so that a handle used with the wrong loop is refused instead
+ * of corrupting a structure, and tl_timer_init can find the loop of a timer
+ * still active to stop it there. The flags layout is in
  * loop_internal.h.
  *
  * Dispatch is collect, then run (libuv's uv__run_timers and its ready queue,
@@ -44,6 +46,7 @@
  * re-arm fails does.
  */
 #include <cerrno>
+#include <cstdio>
 
 #include "loop_internal.h"
 #include "timers/dispatch.h"
@@ -54,7 +57,7 @@ using namespace tl::detail;
 namespace {
 
 bool owned_by_other(const tl_loop *loop, const tl_timer *t) noexcept {
-    return (t->flags & TIMER_ACTIVE) && t->reserved != loop->id;
+    return (t->flags & TIMER_ACTIVE) && t->reserved != timer_owner(loop->id, t);
 }
 
 /* A dispatch is running that could still pop a timer at deadline on clock c. */
@@ -118,7 +121,7 @@ int arm(tl_loop *loop, tl_timer *t, uint64_t deadline) noexcept {
     int r = place(loop, t, deadline);
     if (r < 0) return r;
     t->flags |= TIMER_ACTIVE;
-    t->reserved = loop->id;
+    t->reserved = timer_owner(loop->id, t);
     handle_activated(loop, t->flags & TIMER_UNREF);
     return 0;
 }
@@ -323,8 +326,37 @@ uint64_t timers_dispatch(tl_loop *loop) noexcept {
 
 extern "C" {
 
+namespace {
+
+/* tl_timer_init of a timer its flags say is active: if its owner tag names a
+   live loop, it is inside that loop's structures (the backend's links or a
+   list point at it), and zeroing it would leave them pointing at a handle
+   that no longer says so: a wheel then follows dead links, a heap runs it
+   twice. So it is stopped there first, as tl_timer_stop would. Memory that
+   only looks active (fresh, a copy, a freed loop's) names no live loop and
+   is left to be zeroed. libuv and libev leave this undefined; here it is a
+   stop, and a debug build says so on stderr, since it is a bug to fix (the
+   timer is not stopped where the program meant it to be). */
+[[gnu::noinline]] void stop_before_init(tl_timer *t) noexcept {
+    tl_loop *loop = loop_by_id(t->reserved ^ timer_owner(0, t));
+    if (!loop) return;
+#ifndef NDEBUG
+    check_loop_thread(loop, "tl_timer_init");
+    std::fprintf(stderr,
+                 "tickloop: tl_timer_init() on an active timer (%p): stopped it first; call "
+                 "tl_timer_stop before initialising a timer again\n",
+                 static_cast<void *>(t));
+#endif
+    disarm(loop, t);
+    TL_DEBUG_VERIFY(loop, "tl_timer_init of an active timer");
+}
+
+} // namespace
+
 TL_API void tl_timer_init(tl_timer *t, tl_timer_cb cb, void *data) {
     if (!t) return;
+    if (t->flags & TIMER_ACTIVE) [[unlikely]]
+        stop_before_init(t);
     *t = tl_timer{};
     t->cb = cb;
     t->data = data;

@@ -429,6 +429,80 @@ BACKEND_TEST(timer, due_restart_in_callback_holds_back_no_other_timer) {
     free_loop(loop);
 }
 
+/* tl_timer_init on an active timer zeroed a handle its loop still held: the
+ * wheels then crashed, the heaps ran a callback twice, and a debug build
+ * aborted with an invariant message that did not name the cause. Such an
+ * init now stops the timer on its loop first. Three places an active timer
+ * can be: inside the backend, queued in a dispatch (popped, callback not run
+ * yet), parked (started due during a dispatch); a copy of an active timer,
+ * and memory whose flags merely look active, are just initialised. */
+struct reinit {
+    tl_timer t[6];
+    int fired[6];
+    int first_done;
+};
+
+static void on_reinit(tl_loop *loop, tl_timer *t) {
+    struct reinit *r = t->data;
+    int i = (int)(t - r->t);
+    r->fired[i]++;
+    if (i <= 1 && !r->first_done) {
+        /* t[0] and t[1] share a deadline: the other one is queued behind
+           this one (in whichever order the backend gives them); t[2] is
+           parked. */
+        r->first_done = 1;
+        tl_timer *other = &r->t[1 - i];
+        cr_assert(tl_timer_active(other));
+        tl_timer_init(other, on_reinit, r);
+        cr_assert(!tl_timer_active(other));
+        cr_assert(tl_timer_start(loop, &r->t[2], 0, 0) == 0);
+        tl_timer_init(&r->t[2], on_reinit, r);
+        cr_assert(!tl_timer_active(&r->t[2]));
+    }
+}
+
+BACKEND_TEST(timer, init_of_an_active_timer_stops_it_first) {
+    tl_loop *loop = new_loop(p->name);
+    static struct reinit r;
+    memset(&r, 0, sizeof r);
+    for (int i = 0; i < 6; ++i) tl_timer_init(&r.t[i], on_reinit, &r);
+    cr_assert(tl_timer_start(loop, &r.t[0], 1 * MS, 0) == 0);
+    cr_assert(tl_timer_start(loop, &r.t[1], 1 * MS, 0) == 0);
+    /* Inside the backend, beside others. */
+    cr_assert(tl_timer_start(loop, &r.t[3], 2 * MS, 0) == 0);
+    cr_assert(tl_timer_start(loop, &r.t[4], 3 * MS, 0) == 0);
+    cr_assert(tl_timer_start(loop, &r.t[5], 4 * MS, 0) == 0);
+    tl_timer_init(&r.t[4], on_reinit, &r);
+    cr_assert(!tl_timer_active(&r.t[4]));
+    /* A copy of an active timer is not the timer: initialising it leaves
+       the original alone. */
+    tl_timer copy = r.t[5];
+    tl_timer_init(&copy, on_reinit, &r);
+    cr_assert(tl_timer_active(&r.t[5]));
+    /* Memory that looks active but names no live loop. */
+    tl_timer junk;
+    memset(&junk, 0xa5, sizeof junk);
+    tl_timer_init(&junk, on_reinit, &r);
+    cr_assert(!tl_timer_active(&junk) && junk.flags == 0 && junk.reserved == 0);
+
+    tl_loop_stats st;
+    tl_loop_stats_get(loop, &st);
+    cr_assert(st.timers_active == 4, "%s: %llu timers active", p->name,
+              (unsigned long long)st.timers_active);
+    run_to_end(loop);
+    cr_assert(r.fired[0] + r.fired[1] == 1, "%s: t[0] ran %d times, t[1] %d", p->name, r.fired[0],
+              r.fired[1]);
+    int expect[6] = {r.fired[0], r.fired[1], 0, 1, 0, 1};
+    for (int i = 0; i < 6; ++i)
+        cr_assert(r.fired[i] == expect[i], "%s: timer %d ran %d times, expected %d", p->name, i,
+                  r.fired[i], expect[i]);
+    /* The re-initialised timers work as new ones. */
+    cr_assert(tl_timer_start(loop, &r.t[4], 1 * MS, 0) == 0);
+    run_to_end(loop);
+    cr_assert(r.fired[4] == 1, "%s", p->name);
+    free_loop(loop);
+}
+
 /* Allocation failure injection: while fail_aligned_alloc is set, every
  * aligned_alloc fails, which is how the heap backends grow their arrays. This
  * definition replaces the C library's for the whole test program, the

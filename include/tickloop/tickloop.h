@@ -160,8 +160,13 @@ struct tl_timer {      /* fields the caller may read; at most 64 bytes       */
     uint32_t reserved;
 };
 
-/* Prepares a timer (inactive). Must be called once before any other use; t
- * must not be active. NULL t is ignored. Any thread (t not shared). */
+/* Prepares a timer (inactive). Must be called once before any other use.
+ * Called on a timer that is still active (a bug: stop it first), it stops it
+ * on its loop first, as tl_timer_stop would, so the loop stays consistent; it
+ * must then be called from that loop's thread, and a debug build of the
+ * library says so on stderr. A copy of an active timer, or fresh memory that
+ * merely looks like one, is just initialised. NULL t is ignored. Any thread
+ * (t not shared). */
 TL_API void tl_timer_init(tl_timer *t, tl_timer_cb cb, void *data);
 
 /* Starts t: deadline = tl_now(loop) + timeout_ns (saturating at UINT64_MAX,
