@@ -20,6 +20,7 @@
  */
 #include <atomic>
 #include <cerrno>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -34,6 +35,32 @@
 using namespace tl::detail;
 
 namespace {
+
+/* Why the last tl_loop_new on this thread failed (tl_loop_new_error), as
+   dlerror keeps its message: per thread, so that concurrent creations do not
+   see each other's. Empty: the last call succeeded, or none was made. */
+thread_local char new_error[256];
+
+[[gnu::format(printf, 2, 3)]] int fail_new(int err, const char *fmt, ...) noexcept {
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(new_error, sizeof new_error, fmt, ap);
+    va_end(ap);
+    return err;
+}
+
+/* The registered timer backends' names, ", "-separated, for a message. */
+void backend_names(char *buf, size_t cap) noexcept {
+    const char *names[64];
+    size_t n = tl_timer_backend_names(names, 64);
+    size_t len = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < n && i < 64 && len < cap; ++i) {
+        int w = std::snprintf(buf + len, cap - len, "%s%s", i ? ", " : "", names[i]);
+        if (w < 0) break;
+        len += (size_t)w;
+    }
+}
 
 /* The default backend until the benchmarks say otherwise (README). */
 constexpr const char *kDefaultTimers = "heap4";
@@ -142,7 +169,10 @@ int resolve_io_kind(const tl_loop_options *opts, tl_io_kind *out) noexcept {
        be undefined for out-of-range values, so check the raw integer. */
     std::underlying_type_t<tl_io_kind> raw;
     std::memcpy(&raw, &opts->io, sizeof raw);
-    if (raw != TL_IO_AUTO && raw != TL_IO_EPOLL && raw != TL_IO_URING) return -EINVAL;
+    if (raw != TL_IO_AUTO && raw != TL_IO_EPOLL && raw != TL_IO_URING)
+        return fail_new(-EINVAL,
+                        "tl_loop_options.io is %d: not TL_IO_AUTO, TL_IO_EPOLL or TL_IO_URING",
+                        (int)raw);
     tl_io_kind requested = static_cast<tl_io_kind>(raw);
     *out = requested;
     if (requested != TL_IO_AUTO) return 0;
@@ -153,7 +183,10 @@ int resolve_io_kind(const tl_loop_options *opts, tl_io_kind *out) noexcept {
     else if (std::strcmp(env, "io_uring") == 0)
         *out = TL_IO_URING;
     else
-        return -EINVAL;
+        return fail_new(-EINVAL,
+                        "environment variable TICKLOOP_IO='%.64s': not 'epoll', "
+                        "'io_uring' or 'auto' (the values are lower-case)",
+                        env);
     return 0;
 }
 
@@ -266,7 +299,8 @@ TL_API void tl_loop_options_init(tl_loop_options *opts) {
 }
 
 TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts) {
-    if (!out) return -EINVAL;
+    new_error[0] = 0;
+    if (!out) return fail_new(-EINVAL, "out is NULL");
     *out = nullptr;
     tl_loop_options defaults;
     tl_loop_options_init(&defaults);
@@ -275,27 +309,42 @@ TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts) {
     /* Reserved words are where later fields go (docs/abi.md): refusing
        non-zero ones now keeps a program that skips tl_loop_options_init()
        from handing garbage to a field a later version adds. */
-    for (uint64_t word : opts->reserved)
-        if (word != 0) return -EINVAL;
+    for (size_t i = 0; i < sizeof opts->reserved / sizeof opts->reserved[0]; ++i)
+        if (opts->reserved[i] != 0)
+            return fail_new(-EINVAL,
+                            "tl_loop_options.reserved[%zu] is not zero (start from "
+                            "tl_loop_options_init)",
+                            i);
 
     tl_io_kind kind;
     int r = resolve_io_kind(opts, &kind);
     if (r < 0) return r;
-    if (opts->wheel_slots && !is_power_of_two(opts->wheel_slots)) return -EINVAL;
-    if (opts->timer_slack_ns > kMaxTimerSlackNs) return -EINVAL;
+    if (opts->wheel_slots && !is_power_of_two(opts->wheel_slots))
+        return fail_new(-EINVAL, "tl_loop_options.wheel_slots is %u: not a power of two",
+                        opts->wheel_slots);
+    if (opts->timer_slack_ns > kMaxTimerSlackNs)
+        return fail_new(-EINVAL, "tl_loop_options.timer_slack_ns is %llu: above 1 s (1000000000)",
+                        (unsigned long long)opts->timer_slack_ns);
 
     /* An explicit name must name a backend; an empty environment variable
        means "unset", as shells treat it. */
     const char *name = opts->timers;
+    const char *from = "tl_loop_options.timers";
     if (!name) {
         name = std::getenv("TICKLOOP_TIMERS");
+        from = "environment variable TICKLOOP_TIMERS";
         if (!name || !*name) name = kDefaultTimers;
     }
     const tl_timer_backend *backend = tl_timer_backend_find(name);
-    if (!backend) return -ENOENT;
+    if (!backend) {
+        char names[160];
+        backend_names(names, sizeof names);
+        return fail_new(-ENOENT, "%s: unknown timer backend '%.64s'; registered: %s", from, name,
+                        names);
+    }
 
     tl_loop *loop = static_cast<tl_loop *>(std::calloc(1, sizeof(tl_loop)));
-    if (!loop) return -ENOMEM;
+    if (!loop) return fail_new(-ENOMEM, "out of memory for the loop");
     loop->now = clock_now(loop);
     loop->id = next_loop_id.fetch_add(1, std::memory_order_relaxed);
     if (loop->id == 0) loop->id = next_loop_id.fetch_add(1, std::memory_order_relaxed);
@@ -314,12 +363,31 @@ TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts) {
     loop->timers = backend->create(&cfg, loop->now);
     if (!loop->timers) {
         std::free(loop);
-        return -ENOMEM;
+        /* The backend refuses the configuration (a wheel larger than it
+           allows) if it can be created with the defaults. */
+        tl_timer_config defaults = timer_config(0, 0);
+        if (void *probe = backend->create(&defaults, 0)) {
+            backend->destroy(probe);
+            return fail_new(-EINVAL,
+                            "timer backend '%.64s' refuses tl_loop_options.tick_ns %llu with "
+                            "wheel_slots %u",
+                            name, (unsigned long long)cfg.tick_ns, cfg.wheel_slots);
+        }
+        return fail_new(-ENOMEM, "timer backend '%.64s': out of memory", name);
     }
     r = create_io(loop, kind, &loop->io);
+    if (r < 0 && kind == TL_IO_AUTO)
+        fail_new(r, "no I/O backend could be created (epoll: %s)", tl_strerror(r));
+    else if (r < 0)
+        fail_new(r, "the %s I/O backend (%s): %s", kind == TL_IO_EPOLL ? "epoll" : "io_uring",
+                 opts->io != TL_IO_AUTO ? "tl_loop_options.io" : "environment variable TICKLOOP_IO",
+                 tl_strerror(r));
     if (r == 0) {
         r = live_add(loop);
-        if (r < 0) delete loop->io;
+        if (r < 0) {
+            fail_new(r, "out of memory for the loop");
+            delete loop->io;
+        }
     }
     if (r < 0) {
         backend->destroy(loop->timers);
@@ -330,6 +398,10 @@ TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts) {
     loop->io_kind = std::strcmp(loop->io->name(), "epoll") == 0 ? TL_IO_EPOLL : TL_IO_URING;
     *out = loop;
     return 0;
+}
+
+TL_API const char *tl_loop_new_error(void) {
+    return new_error[0] ? new_error : nullptr;
 }
 
 TL_API int tl_loop_free(tl_loop *loop) {

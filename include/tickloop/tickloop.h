@@ -100,12 +100,26 @@ TL_STATIC_ASSERT(sizeof(tl_loop_options) == TL_LOOP_OPTIONS_SIZE,
 TL_API void tl_loop_options_init(tl_loop_options *opts);
 
 /* Creates a loop. opts may be NULL (defaults). On success stores the loop in
- * *out and returns 0. Errors: -EINVAL (out NULL, bad io kind, wheel_slots not a
- * power of two, a reserved word not zero, timer_slack_ns above 1 s), -ENOENT (unknown timer
- * backend name), -ENOSYS (io kind
- * not available in this build), -ENOMEM, or the kernel's errno from creating the poller (-EMFILE,
- * ...). Any thread; the loop is then used from one thread. */
+ * *out and returns 0. Errors: -EINVAL (out NULL, bad io kind, a TICKLOOP_IO
+ * value other than "epoll", "io_uring" or "auto" when io is TL_IO_AUTO,
+ * wheel_slots not a power of two or larger than the wheel backend takes, a
+ * reserved word not zero, timer_slack_ns above 1 s), -ENOENT (unknown timer
+ * backend name, from opts->timers or TICKLOOP_TIMERS), -ENOSYS (io kind not
+ * available in this build or kernel), -EPERM (io_uring asked for and
+ * refused by the kernel), -ENOMEM, or the kernel's errno from creating the
+ * poller (-EMFILE, ...). tl_loop_new_error() then says which option or
+ * environment variable was refused and why. Any thread; the loop is then
+ * used from one thread. */
 TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts);
+
+/* Why the last tl_loop_new() call of the calling thread failed, in words
+ * that name the option or environment variable and its value, e.g.
+ * `environment variable TICKLOOP_IO='EPOLL': not 'epoll', 'io_uring' or
+ * 'auto' (the values are lower-case)` or `tl_loop_options.wheel_slots is
+ * 1000: not a power of two`; NULL if that call succeeded or none was made.
+ * Per thread, like dlerror(3): the string stays valid and unchanged until
+ * the thread's next tl_loop_new(). Any thread. */
+TL_API const char *tl_loop_new_error(void);
 
 /* Frees a loop with no active handles. Returns 0, -EINVAL (NULL), or -EBUSY
  * while timers, I/O watchers, asyncs, signal watchers or hooks are active,
