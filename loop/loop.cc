@@ -607,8 +607,8 @@ TL_API const char *tl_strerror(int err) {
     case -ENOSPC:
         return "too many active timers (ENOSPC; tl_loop_options.max_timers)";
     case -EEXIST:
-        return "already exists (EEXIST): fd watched by another watcher of this loop, or "
-               "timer backend name already registered";
+        return "already exists (EEXIST): fd watched by another watcher of this loop, signal "
+               "watched by another loop, or timer backend name already registered";
     case -ENOSYS:
         return "not available (ENOSYS): I/O backend missing from this build or kernel";
     case -EPERM:

@@ -194,7 +194,10 @@ Test(io_regressions, ready_sockets_are_collected_a_full_batch_per_wait) {
 
 /* Bug 3: SIGUSR1 watched by loops A and B of one thread; stopping A's watcher
  * unblocked the signal (the blocked-before state was kept per loop, the mask
- * is per thread), and raise() then killed the process. */
+ * is per thread), and raise() then killed the process. Two loops may no
+ * longer watch one signal at once (they competed for each instance): B's
+ * start is refused with -EEXIST and changes nothing of A's, and once A
+ * stops, B may watch it, the mask following the one loop that does. */
 static int usr1_calls;
 static void on_usr1(tl_loop *loop, tl_signal *s, int signo) {
     (void)loop;
@@ -209,25 +212,39 @@ static int blocked(int signo) {
     return sigismember(&cur, signo);
 }
 
-Test(io_regressions, signal_stays_blocked_while_another_loop_of_the_thread_watches_it) {
+Test(io_regressions, signal_is_watched_by_one_loop_at_a_time) {
     cr_assert(!blocked(SIGUSR1));
     tl_loop *a = new_loop(), *b = new_loop();
-    tl_signal sa, sb;
+    tl_signal sa, sa2, sb;
+    tl_signal_init(&sa);
+    tl_signal_init(&sa2);
+    tl_signal_init(&sb);
     cr_assert(tl_signal_start(a, &sa, SIGUSR1, on_usr1, NULL) == 0);
-    cr_assert(tl_signal_start(b, &sb, SIGUSR1, on_usr1, NULL) == 0);
-    cr_assert(tl_signal_stop(a, &sa) == 0);
-    cr_assert(blocked(SIGUSR1), "B still watches SIGUSR1, but it was unblocked");
-    raise(SIGUSR1); /* killed the process before the fix */
-    cr_assert(run_until(b, &usr1_calls));
-    cr_assert(tl_signal_stop(b, &sb) == 0);
-    cr_assert(!blocked(SIGUSR1), "the last watcher did not restore the mask");
-    /* In the other order too. */
-    cr_assert(tl_signal_start(a, &sa, SIGUSR1, on_usr1, NULL) == 0);
-    cr_assert(tl_signal_start(b, &sb, SIGUSR1, on_usr1, NULL) == 0);
-    cr_assert(tl_signal_stop(b, &sb) == 0);
+    cr_assert(tl_signal_start(a, &sa2, SIGUSR1, on_usr1, NULL) == 0); /* same loop: fine */
+    int r = tl_signal_start(b, &sb, SIGUSR1, on_usr1, NULL);
+    cr_assert(r == -EEXIST, "a second loop watching SIGUSR1: %d %s", r, tl_strerror(r));
     cr_assert(blocked(SIGUSR1));
+    raise(SIGUSR1);
+    cr_assert(run_until(a, &usr1_calls));
+    cr_assert(usr1_calls == 2, "%d calls", usr1_calls);
     cr_assert(tl_signal_stop(a, &sa) == 0);
+    cr_assert(tl_signal_start(b, &sb, SIGUSR1, on_usr1, NULL) == -EEXIST, "A still watches it");
+    cr_assert(tl_signal_stop(a, &sa2) == 0);
+    cr_assert(!blocked(SIGUSR1), "the last watcher did not restore the mask");
+    /* A stopped: B may watch it now. */
+    cr_assert(tl_signal_start(b, &sb, SIGUSR1, on_usr1, NULL) == 0);
+    cr_assert(blocked(SIGUSR1));
+    usr1_calls = 0;
+    raise(SIGUSR1);
+    cr_assert(run_until(b, &usr1_calls));
+    cr_assert(tl_signal_start(a, &sa, SIGUSR1, on_usr1, NULL) == -EEXIST);
+    cr_assert(tl_signal_stop(b, &sb) == 0);
     cr_assert(!blocked(SIGUSR1));
+    /* Another signal is another loop's to take. */
+    cr_assert(tl_signal_start(a, &sa, SIGUSR1, on_usr1, NULL) == 0);
+    cr_assert(tl_signal_start(b, &sb, SIGUSR2, on_usr1, NULL) == 0);
+    cr_assert(tl_signal_stop(a, &sa) == 0);
+    cr_assert(tl_signal_stop(b, &sb) == 0);
     free_loop(a);
     free_loop(b);
 }

@@ -377,10 +377,13 @@ TL_API void tl_signal_init(tl_signal *s);
 /* Delivers signo to cb through a signalfd. While a watcher for signo exists
  * the signal is blocked in the thread that started it (block it in every
  * thread of a multi-threaded program, or another thread may receive it).
- * Several watchers of one signal all run. s need not be initialised
- * (tl_signal_init is recommended) and must not be active. Returns 0, -EINVAL (NULL arguments, signo
- * out of range, SIGKILL or SIGSTOP), -EBUSY (s already active), or the kernel's errno. Loop thread.
- */
+ * Several watchers of one signal in one loop all run. A signal is watched by
+ * one loop at a time in the process: while a loop has a watcher of signo, a
+ * start on another loop is refused with -EEXIST (two loops would compete for
+ * each instance). s need not be initialised (tl_signal_init is recommended)
+ * and must not be active. Returns 0, -EINVAL (NULL arguments, signo out of
+ * range, SIGKILL or SIGSTOP), -EBUSY (s already active), -EEXIST (another
+ * loop watches signo), or the kernel's errno. Loop thread. */
 TL_API int tl_signal_start(tl_loop *loop, tl_signal *s, int signo, tl_signal_cb cb, void *data);
 
 /* Stops s; the last watcher of a signal restores its blocked state. Returns 0
@@ -625,8 +628,9 @@ TL_API int tl_loop_lateness(tl_loop *loop, tl_lateness *out, int reset);
  * text, the message says it in the library's terms and names the errno:
  * -ENOENT from tl_loop_new is an unknown timer backend (not a missing file),
  * -ENOSPC is max_timers, -EBUSY an active handle or a busy loop, -EEXIST an
- * fd already watched or a backend name taken, -ENOSYS an I/O backend this
- * build or kernel lacks, -EPERM an fd that cannot be polled or io_uring
+ * fd already watched, a signal watched by another loop or a backend name
+ * taken, -ENOSYS an I/O backend this build or kernel lacks, -EPERM an fd that
+ * cannot be polled or io_uring
  * refused. Other values get the C library's text; positive values and values
  * below -4095 get "unknown error". Any thread. */
 TL_API const char *tl_strerror(int err);
