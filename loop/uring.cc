@@ -27,7 +27,8 @@
  * complete as ready every time, a busy loop; epoll refuses those (EPERM). An
  * EPOLL_CTL_MOD of the fd on a private, empty epoll set asks the kernel the
  * same question in one syscall: EBADF (not open), EPERM (cannot be polled),
- * or ENOENT (pollable: procfs and sysfs files included).
+ * or ENOENT (pollable: sysfs attributes and most procfs files included, but
+ * not the per-process ones such as /proc/self/stat, which epoll refuses too).
  *
  * Readiness bits: the kernel adds POLLRDHUP to every poll; epoll reports it
  * only when asked, and tickloop never asks. tl_events() ignores it, so a

@@ -186,8 +186,10 @@ TL_API void tl_timer_init(tl_timer *t, tl_timer_cb cb, void *data);
 /* Starts t: deadline = tl_now(loop) + timeout_ns (saturating at UINT64_MAX,
  * "never"), then every repeat_ns if non-zero. Starting an active timer
  * reschedules it (the heartbeat pattern). Returns 0, -EINVAL (NULL loop or t,
- * t has no callback, t active on another loop), or -ENOMEM (a heap backend
- * could not grow; t is then inactive). Loop thread, callbacks included. */
+ * t has no callback, t active on another loop), -ENOMEM (a heap backend
+ * could not grow; t is then inactive), or -ENOSPC (t is not active and the
+ * loop already has tl_loop_options.max_timers active timers; t stays
+ * inactive). Loop thread, callbacks included. */
 TL_API int tl_timer_start(tl_loop *loop, tl_timer *t, uint64_t timeout_ns, uint64_t repeat_ns);
 
 /* Stops t. Returns 0 (also when t is not active) or -EINVAL (NULL arguments,
@@ -197,7 +199,7 @@ TL_API int tl_timer_stop(tl_loop *loop, tl_timer *t);
 
 /* Restarts t with timeout and repeat both equal to t->repeat, whether or not
  * it is active. Returns 0, -EINVAL (NULL arguments, or t->repeat == 0: t is
- * left as it was), or -ENOMEM as tl_timer_start. Loop thread. */
+ * left as it was), or -ENOMEM and -ENOSPC as tl_timer_start. Loop thread. */
 TL_API int tl_timer_again(tl_loop *loop, tl_timer *t);
 
 /* 1 if t is active (scheduled), 0 if not or if t is NULL. */
@@ -297,8 +299,12 @@ TL_API void tl_io_init(tl_io *w, int fd, tl_io_cb cb, void *data);
  * events empty or unknown bits, active on another loop), -EBADF (fd < 0 or not
  * open), -EEXIST (another watcher of this loop watches fd), -EPERM (fd cannot
  * be polled: the rule is the kernel's, what epoll accepts, on every backend;
- * regular files, directories, /dev/null and /dev/zero are refused, procfs and
- * sysfs files accepted), -ENOMEM. Never -EBUSY. A peer's half-close
+ * regular files, directories, /dev/null and /dev/zero are refused; of procfs,
+ * the system-wide files are accepted (/proc/meminfo, /proc/mounts,
+ * /proc/sys/..., /proc/pressure/..., /proc/net/...) and of the per-process
+ * ones under /proc/<pid>/ only mounts, mountinfo and net/..., the others
+ * (stat, status, cmdline, maps, io, fdinfo/...) are refused; sysfs attribute
+ * files are accepted), -ENOMEM. Never -EBUSY. A peer's half-close
  * (shutdown(SHUT_WR)) is TL_READ (read() returns 0), not TL_HUP; TL_HUP means
  * both directions are closed. Loop thread. */
 TL_API int tl_io_start(tl_loop *loop, tl_io *w, unsigned events);
