@@ -777,3 +777,38 @@ Test(io_regressions, drained_pipes_get_no_stale_readiness) {
 Test(io_regressions, drained_pipes_get_no_stale_readiness_with_2000_watchers) {
     stale_readiness(2000);
 }
+
+/* With more ready fds than one iteration's batch, each gets its turn: the
+ * readiness a full batch had no room for is asked for again ahead of the fds
+ * just reported (io_uring), as epoll's ready list rotates. 600 readable pipes
+ * whose callbacks do not read: every one is reported within three NOWAIT
+ * iterations (3 x 256 >= 600). */
+static int turns[600];
+static void on_turn(tl_loop *loop, tl_io *w, unsigned revents) {
+    (void)loop;
+    if (revents & TL_READ) turns[(int *)w->data - turns]++;
+}
+
+Test(io_regressions, more_ready_fds_than_a_batch_each_get_a_turn) {
+    enum { N = 600 };
+    static int p[N][2];
+    static tl_io w[N];
+    make_pipes(p, N);
+    tl_loop *loop = new_loop();
+    for (int i = 0; i < N; ++i) {
+        cr_assert(write(p[i][1], "x", 1) == 1);
+        tl_io_init(&w[i], p[i][0], on_turn, &turns[i]);
+        cr_assert(tl_io_start(loop, &w[i], TL_READ) == 0);
+    }
+    for (int round = 0; round < 3; ++round) cr_assert(tl_loop_run(loop, TL_RUN_NOWAIT) == 1);
+    int missed = 0;
+    for (int i = 0; i < N; ++i) missed += turns[i] == 0;
+    cr_assert(missed == 0, "%s: %d of %d ready pipes never reported in 3 iterations",
+              tl_loop_io_name(loop), missed, N);
+    for (int i = 0; i < N; ++i) {
+        cr_assert(tl_io_stop(loop, &w[i]) == 0);
+        close(p[i][0]);
+        close(p[i][1]);
+    }
+    free_loop(loop);
+}
