@@ -254,7 +254,9 @@ TL_API uint64_t tl_timer_leeway(const tl_timer *t);
  * moves it (to another clock too); starting it again with tl_timer_start
  * makes it a relative TL_CLOCK_MONOTONIC timer. Returns 0, -EINVAL (NULL
  * loop or t, unknown clock, no callback, t active on another loop), -ENOMEM,
- * -ENOSPC (max_timers). Loop thread, callbacks included. */
+ * -ENOSPC (max_timers), or the kernel's errno from creating the clock's
+ * timerfd, which the loop's first TL_CLOCK_BOOTTIME or TL_CLOCK_REALTIME
+ * timer opens (-EMFILE, ...). Loop thread, callbacks included. */
 TL_API int tl_timer_start_at(tl_loop *loop, tl_timer *t, tl_clock clock, uint64_t deadline_ns,
                              uint64_t period_ns);
 
