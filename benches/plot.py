@@ -299,6 +299,9 @@ def plot_sweep(results, outdir, min_n):
         ax.set_yscale("log")
         ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
         ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+        # Plain numbers at 2x and 5x: a narrow log range has no decade label.
+        ax.yaxis.set_minor_locator(matplotlib.ticker.LogLocator(subs=(2, 5)))
+        ax.yaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
         ax.set_xlabel("wait length (ms, log scale)")
         ax.set_ylabel("median lateness (us, log scale)")
         ax.set_title(title)
