@@ -3,8 +3,10 @@
 # The man pages: every public function (each TL_API declaration in the
 # installed headers) has man/man3/<name>.3, each page renders with `man -l`
 # without a warning and has RETURN VALUE and ERRORS sections, and each alias
-# page (.so) points to a page that exists. With a prefix argument, also checks
-# that `meson install` put them there and that man finds them by name.
+# page is a symbolic link to a page in the same directory whose NAME section
+# lists the alias (a link, not a .so request, so that `man -l` reads it from
+# the source tree). With a prefix argument, also checks that `meson install`
+# put them there and that man finds them by name.
 #
 #   bash .ci/check-man.sh [PREFIX]
 set -euo pipefail
@@ -15,9 +17,32 @@ for fn in $(grep -ho '^TL_API [^(]*(' include/tickloop/*.h | sed 's/($//; s/.*[ 
     [ -f "man/man3/$fn.3" ] || { echo "no man page for $fn: add man/man3/$fn.3"; fail=1; }
 done
 
+# Every page says the version of the header it documents (.TH's fourth field).
+version=$(awk '$1 == "#define" && $2 ~ /^TL_VERSION_(MAJOR|MINOR|PATCH)$/ {v = v (v == "" ? "" : ".") $3}
+               END {print v}' include/tickloop/tickloop.h)
 for page in man/man3/*.3 man/man7/*.7; do
-    if target=$(sed -n 's/^\.so //p' "$page") && [ -n "$target" ]; then
-        [ -f "man/$target" ] || { echo "$page: .so $target does not exist"; fail=1; }
+    [ -L "$page" ] && continue
+    grep -q "^\.TH .* \"tickloop $version\"" "$page" ||
+        { echo "$page: .TH does not say \"tickloop $version\" (the version in tickloop.h)"; fail=1; }
+done
+
+for page in man/man3/*.3 man/man7/*.7; do
+    if [ -L "$page" ]; then
+        target=$(readlink "$page")
+        alias=$(basename "$page"); alias=${alias%.*}
+        case $target in
+        */*) echo "$page: links to $target; link to a page in the same directory"; fail=1 ;;
+        *) if [ ! -f "$(dirname "$page")/$target" ] || [ -L "$(dirname "$page")/$target" ]; then
+               echo "$page: links to $target, which is not a page"; fail=1
+           elif ! sed -n '/^\.SH NAME/,/^\.SH/p' "$(dirname "$page")/$target" | grep -qw "$alias"; then
+               echo "$page: $target does not name $alias in its NAME section"; fail=1
+           fi ;;
+        esac
+        continue
+    fi
+    if grep -q '^\.so ' "$page"; then
+        echo "$page: a .so request does not read with man -l from the tree; make it a symbolic link"
+        fail=1
         continue
     fi
     warnings=$(MANWIDTH=80 man --warnings -E UTF-8 -l "$page" 2>&1 >/dev/null || true)

@@ -43,6 +43,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -50,10 +51,12 @@
 #include <thread>
 #include <vector>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -82,7 +85,9 @@ using namespace bench;
 struct Options {
     Params params;
     bool full = false;
-    const char *json = nullptr;
+    const char *json = nullptr; /* an extra copy of results.json */
+    std::string out_dir;        /* where the results go; empty: the default */
+    bool plots = true;
     std::vector<std::string> only;   /* workloads; empty: all        */
     std::vector<std::string> timers; /* backend filter; empty: all   */
     std::vector<std::string> io;     /* I/O kind filter; empty: all  */
@@ -92,8 +97,8 @@ struct Options {
     std::vector<size_t> restart_populations{100000};
     std::vector<size_t> expire_populations{100000};
     /* The chain's second timer slack; 0 (the default): no such rows. Timed
-       waits no longer depend on the slack (absolute timers have none), so
-       these rows are kept for the relative fallback only. */
+       waits do not depend on the slack (absolute timers have none), so these
+       rows matter for the relative fallback only. */
     uint64_t fine_slack_ns = 0;
     /* The backends shown at that setting: the default heap and the
        hierarchical wheel, one of each kind (all four would add 5 s). */
@@ -781,8 +786,9 @@ void print_sweep_table(const std::vector<Result> &rows) {
         return nullptr;
     };
     std::printf("\n== wait sweep: lone timers, one wait at a time; each cell: p50 lateness in "
-                "us, [p50 minus kernel timerfd's p50], max ==\n%-32s",
-                "");
+                "us, [p50 minus kernel timerfd's p50, with %zu samples or more on both], max "
+                "==\n%-32s",
+                kMinSamples, "");
     for (const SweepLength &len : kSweep) std::printf(" %24s", len.label);
     std::printf(" %5s\n", "early");
     for (const std::string &impl : impls) {
@@ -799,7 +805,7 @@ void print_sweep_table(const std::vector<Result> &rows) {
                 Stats st = stats_of(r->lateness);
                 early += st.early;
                 Stats fl = floor && floor->skipped.empty() ? stats_of(floor->lateness) : Stats{};
-                if (fl.n && r->family != "kernel")
+                if (fl.n >= kMinSamples && st.n >= kMinSamples && r->family != "kernel")
                     std::snprintf(cell, sizeof cell, "%s [%+.1f] %s", us(st.p50).c_str(),
                                   (double)(st.p50 - fl.p50) / 1e3, us(st.max).c_str());
                 else
@@ -810,7 +816,12 @@ void print_sweep_table(const std::vector<Result> &rows) {
         }
         std::printf(" %5zu%s\n", early, skipped.empty() ? "" : (" skipped: " + skipped).c_str());
     }
-    std::printf("rows ran side by side (one thread or process each); trust p50 over max\n");
+    std::printf("samples per row:");
+    for (const SweepLength &len : kSweep) {
+        const Result *r = find("kernel timerfd", std::string("sweep-") + len.label);
+        if (r) std::printf(" %s %zu", len.label, r->lateness.size());
+    }
+    std::printf("; rows ran side by side (one thread or process each); trust p50 over max\n");
     std::fflush(stdout);
 }
 
@@ -847,9 +858,12 @@ void print_latency_table(const char *title, const std::vector<Result> &rows) {
     std::vector<Stats> stats;
     for (const Result &r : rows) stats.push_back(stats_of(r.lateness));
     for (size_t i = 0; i < rows.size(); ++i) {
-        if (rows[i].family != "peer" || !rows[i].skipped.empty() || stats[i].n == 0) continue;
-        if (!best50 || stats[i].p50 < stats_of(best50->lateness).p50) best50 = &rows[i];
-        if (!best99 || stats[i].p99 < stats_of(best99->lateness).p99) best99 = &rows[i];
+        if (rows[i].family != "peer" || !rows[i].skipped.empty()) continue;
+        if (stats[i].n >= kMinSamples && (!best50 || stats[i].p50 < stats_of(best50->lateness).p50))
+            best50 = &rows[i];
+        if (stats[i].n >= kMinTailSamples &&
+            (!best99 || stats[i].p99 < stats_of(best99->lateness).p99))
+            best99 = &rows[i];
     }
     int64_t b50 = best50 ? stats_of(best50->lateness).p50 : 0;
     int64_t b99 = best99 ? stats_of(best99->lateness).p99 : 0;
@@ -864,7 +878,7 @@ void print_latency_table(const char *title, const std::vector<Result> &rows) {
         for (size_t i = 0; i < rows.size(); ++i) {
             const Result &k = rows[i];
             if (k.family != "kernel" || k.impl.rfind(floor, 0) != 0 || !k.skipped.empty() ||
-                stats[i].n == 0)
+                stats[i].n < kMinTailSamples)
                 continue;
             size_t ktag = k.impl.find(" slack ");
             if ((ktag == std::string::npos ? "" : k.impl.substr(ktag)) != want) continue;
@@ -888,20 +902,24 @@ void print_latency_table(const char *title, const std::vector<Result> &rows) {
                       r.fired ? (double)r.waits / (double)r.fired : 0.0);
         bool ours = r.family == "tickloop";
         int64_t floor99 = 0;
-        std::string above_floor = ours && floor_p99(r, &floor99) ? us(s.p99 - floor99) : "";
+        bool tail = s.n >= kMinTailSamples;
+        std::string above_floor = ours && tail && floor_p99(r, &floor99) ? us(s.p99 - floor99) : "";
+        std::string r50 = ours && s.n >= kMinSamples ? ratio((double)s.p50, (double)b50) : "";
+        std::string r99 = ours && tail ? ratio((double)s.p99, (double)b99) : "";
         std::printf("%-32s %6zu %8s %8s %8s %8s %8s %5zu %9s %9s %9s %9s\n", r.impl.c_str(), s.n,
                     us(s.p50).c_str(), us(s.p90).c_str(), us(s.p99).c_str(), us(s.p999).c_str(),
-                    us(s.max).c_str(), s.early, waits,
-                    ours ? ratio((double)s.p50, (double)b50).c_str() : "",
-                    ours ? ratio((double)s.p99, (double)b99).c_str() : "", above_floor.c_str());
+                    us(s.max).c_str(), s.early, waits, r50.c_str(), r99.c_str(),
+                    above_floor.c_str());
     }
     if (best50)
         std::printf("p50/peer, p99/peer: tickloop's figure over the best peer's (below 1: "
                     "tickloop is less late); best peer: p50 %s (%s us), p99 %s (%s us); "
                     "p99-floor: p99 minus the p99 of the kernel mechanism the row waits with "
                     "(timerfd for absolute waits: epoll's default and io_uring; epoll_pwait2 at "
-                    "the same timer slack for the relative rows), in us\n",
-                    best50->impl.c_str(), us(b50).c_str(), best99->impl.c_str(), us(b99).c_str());
+                    "the same timer slack for the relative rows), in us; p50 compared from "
+                    "%zu samples per row, p99 from %zu\n",
+                    best50->impl.c_str(), us(b50).c_str(), best99 ? best99->impl.c_str() : "-",
+                    us(b99).c_str(), kMinSamples, kMinTailSamples);
     for (const Result &r : rows)
         if (!r.note.empty() && r.skipped.empty())
             std::printf("note: %s: %s\n", r.impl.c_str(), r.note.c_str());
@@ -912,27 +930,38 @@ void print_latency_table(const char *title, const std::vector<Result> &rows) {
    every workload that ran, each cell "our figure (ours / best peer's)". The
    latency cells are p50 and p99 in us (timer slack as printed at the top;
    the slack-1 rows stay in their own table); the operation cells are ns/op
-   of the backend, whatever the I/O kind. */
-void print_summary(const std::vector<Result> &all) {
-    struct Column {
-        std::string workload, label;
-        bool latency;
-        double q; /* latency: the percentile */
-    };
-    std::vector<Column> columns;
+   of the backend, whatever the I/O kind. A cell whose figure rests on fewer
+   samples (or rounds) than the minimums of latency.h shows the figure and
+   its count, and no ratio; best peers are chosen among rows above them. */
+struct SummaryColumn {
+    std::string workload, label;
+    bool latency;
+    double q; /* latency: the percentile */
+};
+
+/* Samples behind one cell: lateness samples, or timed rounds. */
+size_t cell_samples(const SummaryColumn &c, const Result &r) {
+    return c.latency ? r.lateness.size() : r.round_ns_per_op.size();
+}
+size_t cell_minimum(const SummaryColumn &c) {
+    return !c.latency ? kMinRounds : c.q < 0.9 ? kMinSamples : kMinTailSamples;
+}
+double cell_figure(const SummaryColumn &c, const Result &r) {
+    if (!c.latency) return median_ns_per_op(r);
+    Stats s = stats_of(r.lateness);
+    return (double)(c.q < 0.9 ? s.p50 : s.p99) / 1e3;
+}
+
+void print_summary(FILE *f, const std::vector<Result> &all) {
+    std::vector<SummaryColumn> columns;
     for (const char *w : {"chain", "open"})
         for (double q : {0.50, 0.99})
             columns.push_back({w, std::string(w) + (q < 0.9 ? " p50" : " p99"), true, q});
-    for (const char *w : {"sweep-1s", "sweep-5s"})
+    for (const char *w : {"sweep-1ms", "sweep-100ms"})
         columns.push_back({w, std::string(w + 6) + " p50", true, 0.5});
     size_t n_latency = columns.size();
     for (const char *w : {"restart", "restart-batch", "expire", "expire-shuffled", "expire-equal"})
         columns.push_back({w, std::string(w) + " ns", false, 0});
-    auto figure = [](const Column &c, const Result &r) {
-        if (!c.latency) return median_ns_per_op(r);
-        Stats s = stats_of(r.lateness);
-        return (double)(c.q < 0.9 ? s.p50 : s.p99) / 1e3;
-    };
     /* Populations: the first of each operation workload (1e5 by default). */
     std::vector<uint64_t> population(columns.size());
     std::vector<double> best(columns.size());
@@ -942,9 +971,9 @@ void print_summary(const std::vector<Result> &all) {
             if (r.workload != columns[c].workload || !r.skipped.empty()) continue;
             if (!columns[c].latency && population[c] == 0) population[c] = r.population;
             if (!columns[c].latency && r.population != population[c]) continue;
-            if (columns[c].latency && r.lateness.empty()) continue;
-            if (r.family != "peer") continue;
-            double v = figure(columns[c], r);
+            if (r.family != "peer" || cell_samples(columns[c], r) < cell_minimum(columns[c]))
+                continue;
+            double v = cell_figure(columns[c], r);
             if (best_name[c].empty() || v < best[c]) best[c] = v, best_name[c] = r.impl;
         }
     /* Latency per backend/I/O pair; operation costs per backend (measured
@@ -960,13 +989,14 @@ void print_summary(const std::vector<Result> &all) {
     auto table = [&](const std::vector<std::string> &impls, size_t c0, size_t c1,
                      const char *what) {
         if (impls.empty() || c0 == c1) return;
-        std::printf("\n== summary, %s: each cell our figure (ours / best peer's, below 1 is "
-                    "better) ==\n%-26s",
-                    what, "");
-        for (size_t c = c0; c < c1; ++c) std::printf(" %17s", columns[c].label.c_str());
-        std::printf("\n");
+        std::fprintf(f,
+                     "\n== summary, %s: each cell our figure (ours / best peer's, below 1 is "
+                     "better) ==\n%-26s",
+                     what, "");
+        for (size_t c = c0; c < c1; ++c) std::fprintf(f, " %17s", columns[c].label.c_str());
+        std::fprintf(f, "\n");
         for (const std::string &impl : impls) {
-            std::printf("%-26s", impl.substr(std::strlen("tickloop ")).c_str());
+            std::fprintf(f, "%-26s", impl.substr(std::strlen("tickloop ")).c_str());
             for (size_t c = c0; c < c1; ++c) {
                 auto it = std::find_if(all.begin(), all.end(), [&](const Result &r) {
                     return r.impl == impl && r.workload == columns[c].workload &&
@@ -974,33 +1004,183 @@ void print_summary(const std::vector<Result> &all) {
                            (columns[c].latency || r.population == population[c]);
                 });
                 char cell[40] = "-";
-                if (it != all.end()) {
-                    double v = figure(columns[c], *it);
-                    if (best[c] > 0)
+                if (it != all.end() && cell_samples(columns[c], *it)) {
+                    double v = cell_figure(columns[c], *it);
+                    size_t n = cell_samples(columns[c], *it);
+                    if (n < cell_minimum(columns[c]))
+                        std::snprintf(cell, sizeof cell, "%.1f (n=%zu)", v, n);
+                    else if (best[c] > 0)
                         std::snprintf(cell, sizeof cell, "%.1f (%.2fx)", v, v / best[c]);
                     else
                         std::snprintf(cell, sizeof cell, "%.1f", v);
                 }
-                std::printf(" %17s", cell);
+                std::fprintf(f, " %17s", cell);
             }
-            std::printf("\n");
+            std::fprintf(f, "\n");
         }
-        std::printf("%-26s", "best peer");
+        std::fprintf(f, "%-26s", "best peer");
         for (size_t c = c0; c < c1; ++c) {
             char cell[40] = "-";
             if (!best_name[c].empty()) std::snprintf(cell, sizeof cell, "%.1f", best[c]);
-            std::printf(" %17s", cell);
+            std::fprintf(f, " %17s", cell);
         }
-        std::printf("\n");
+        std::fprintf(f, "\n");
         for (size_t c = c0; c < c1; ++c)
             if (!best_name[c].empty())
-                std::printf(
-                    "best peer, %s: %s%s\n", columns[c].label.c_str(), best_name[c].c_str(),
+                std::fprintf(
+                    f, "best peer, %s: %s%s\n", columns[c].label.c_str(), best_name[c].c_str(),
                     population[c] ? (" (" + std::to_string(population[c]) + " live)").c_str() : "");
     };
     table(configs, 0, n_latency, "lateness in us (backend/io)");
     table(backends, n_latency, columns.size(), "ns per operation (backend; any I/O kind)");
-    std::fflush(stdout);
+    std::fprintf(f,
+                 "ratios only where both sides have enough samples: %zu lateness samples for a "
+                 "p50, %zu for a p99, %zu timed rounds for ns/op; (n=...) marks a figure with "
+                 "fewer, shown but not compared\n",
+                 kMinSamples, kMinTailSamples, kMinRounds);
+    std::fflush(f);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Verdicts: one short answer per question the job asks                     */
+/* ------------------------------------------------------------------------ */
+
+/* The configuration without "tickloop " and the default-setting tags. */
+std::string short_name(const std::string &impl) {
+    return impl.rfind("tickloop ", 0) == 0 ? impl.substr(std::strlen("tickloop ")) : impl;
+}
+
+/* tickloop rows at the default settings (no second slack, not the relative
+   fallback) of one latency workload, with at least `min_n` samples. */
+std::vector<const Result *> default_rows(const std::vector<Result> &all, const char *workload,
+                                         size_t min_n) {
+    std::vector<const Result *> out;
+    for (const Result &r : all)
+        if (r.family == "tickloop" && r.workload == workload && r.skipped.empty() &&
+            r.impl.find(" slack ") == std::string::npos &&
+            r.impl.find(" relative") == std::string::npos && r.lateness.size() >= min_n)
+            out.push_back(&r);
+    return out;
+}
+
+const Result *find_row(const std::vector<Result> &all, const std::string &impl,
+                       const std::string &workload) {
+    for (const Result &r : all)
+        if (r.impl == impl && r.workload == workload && r.skipped.empty()) return &r;
+    return nullptr;
+}
+
+std::string verdicts(const std::vector<Result> &all) {
+    std::string out;
+    char line[512];
+    auto add = [&](const char *fmt, auto... args) {
+        std::snprintf(line, sizeof line, fmt, args...);
+        out += line;
+    };
+
+    /* 1. Which backend fires least late: the chain (one timer at a time, the
+       common case of a timeout), ranked by p50; the p99s beside it, with the
+       kernel floor's own p99, show how much of the tail is the machine's. */
+    out += "Which backend fires least late? ";
+    std::vector<const Result *> chain = default_rows(all, "chain", kMinTailSamples);
+    if (chain.empty()) {
+        add("not answered: no chain row with %zu samples (run without --only, or with chain)\n",
+            kMinTailSamples);
+    } else {
+        std::vector<std::pair<Stats, const Result *>> ranked;
+        for (const Result *r : chain) ranked.push_back({stats_of(r->lateness), r});
+        std::sort(ranked.begin(), ranked.end(),
+                  [](auto &a, auto &b) { return a.first.p50 < b.first.p50; });
+        const Stats &b = ranked.front().first;
+        add("%s, chain p50 %s us (%zu timers).", short_name(ranked.front().second->impl).c_str(),
+            us(b.p50).c_str(), b.n);
+        int64_t lo99 = b.p99, hi99 = b.p99;
+        for (auto &[st, r] : ranked) lo99 = std::min(lo99, st.p99), hi99 = std::max(hi99, st.p99);
+        if (ranked.size() > 1)
+            add(" All %zu tickloop configurations: p50 %s - %s us, p99 %s - %s us.", ranked.size(),
+                us(b.p50).c_str(), us(ranked.back().first.p50).c_str(), us(lo99).c_str(),
+                us(hi99).c_str());
+        if (const Result *fl = find_row(all, "kernel timerfd", "chain"))
+            add(" The kernel timerfd alone: p50 %s us, p99 %s us.",
+                us(stats_of(fl->lateness).p50).c_str(), us(stats_of(fl->lateness).p99).c_str());
+        const Result *peer = nullptr;
+        for (const Result &r : all)
+            if (r.family == "peer" && r.workload == "chain" && r.skipped.empty() &&
+                r.lateness.size() >= kMinSamples &&
+                (!peer || stats_of(r.lateness).p50 < stats_of(peer->lateness).p50))
+                peer = &r;
+        if (peer) {
+            Stats p = stats_of(peer->lateness);
+            add(" Best peer %s: p50 %s us (ours %.2fx).", peer->impl.c_str(), us(p.p50).c_str(),
+                p.p50 ? (double)b.p50 / (double)p.p50 : 0.0);
+        }
+        size_t early = 0;
+        for (const Result &r : all)
+            if (r.family == "tickloop") early += stats_of(r.lateness).early;
+        add(" Early fires, every tickloop row: %zu.\n", early);
+    }
+
+    /* 2. Which restarts cheapest: random restarts among the first
+       population's live timers, and the batched (server) pattern. */
+    for (const char *workload : {"restart", "restart-batch"}) {
+        out += std::strcmp(workload, "restart") == 0
+                   ? "Which restarts cheapest (random deadlines)? "
+                   : "Which restarts cheapest (batches of equal deadlines)? ";
+        std::vector<const Result *> rows;
+        uint64_t population = 0;
+        for (const Result &r : all) {
+            if (r.workload != workload || !r.skipped.empty() || r.round_ns_per_op.empty()) continue;
+            if (!population) population = r.population;
+            if (r.population == population && r.round_ns_per_op.size() >= kMinRounds)
+                rows.push_back(&r);
+        }
+        if (rows.empty()) {
+            if (population)
+                add("not answered: no row with %zu timed rounds\n", kMinRounds);
+            else
+                out += "not run (see --only)\n";
+            continue;
+        }
+        std::sort(rows.begin(), rows.end(), [](const Result *a, const Result *b) {
+            return median_ns_per_op(*a) < median_ns_per_op(*b);
+        });
+        add("%s, %.1f ns per restart (%" PRIu64 " live, median of %zu rounds); then",
+            short_name(rows[0]->impl).c_str(), median_ns_per_op(*rows[0]), population,
+            rows[0]->round_ns_per_op.size());
+        for (size_t i = 1; i < rows.size() && i < 4; ++i)
+            add("%s %s %.1f", i > 1 ? "," : "", short_name(rows[i]->impl).c_str(),
+                median_ns_per_op(*rows[i]));
+        out += ".\n";
+    }
+
+    /* 3. How far from the kernel's floor: each default tickloop chain row
+       against the kernel mechanism it waits with, doing the same waits. */
+    out += "How far from the kernel's floor? ";
+    if (chain.empty()) {
+        out += "not answered: no chain rows\n";
+    } else {
+        const Result *floor = find_row(all, "kernel timerfd", "chain");
+        if (!floor || floor->lateness.size() < kMinTailSamples) {
+            out += "not answered: no kernel timerfd row with enough samples\n";
+        } else {
+            Stats fl = stats_of(floor->lateness);
+            add("kernel timerfd, same chain: p50 %s us, p99 %s us. tickloop minus it, p50 / p99 "
+                "in us:",
+                us(fl.p50).c_str(), us(fl.p99).c_str());
+            int64_t worst50 = INT64_MIN, worst99 = INT64_MIN;
+            for (size_t i = 0; i < chain.size(); ++i) {
+                Stats s = stats_of(chain[i]->lateness);
+                add("%s %s %+.1f / %+.1f", i ? "," : "", short_name(chain[i]->impl).c_str(),
+                    (double)(s.p50 - fl.p50) / 1e3, (double)(s.p99 - fl.p99) / 1e3);
+                worst50 = std::max(worst50, s.p50 - fl.p50);
+                worst99 = std::max(worst99, s.p99 - fl.p99);
+            }
+            add(". Largest: %+.1f us at p50, %+.1f us at p99 (below 0: the loop's row was less "
+                "late than the kernel's alone, which is this machine's noise).\n",
+                (double)worst50 / 1e3, (double)worst99 / 1e3);
+        }
+    }
+    return out;
 }
 
 void print_ops_table(const char *title, const std::vector<Result> &rows, const char *op_label) {
@@ -1008,7 +1188,8 @@ void print_ops_table(const char *title, const std::vector<Result> &rows, const c
     double best = 0;
     std::string best_name;
     for (const Result &r : rows) {
-        if (r.family != "peer" || !r.skipped.empty() || r.ops == 0) continue;
+        if (r.family != "peer" || !r.skipped.empty() || r.round_ns_per_op.size() < kMinRounds)
+            continue;
         double ns = median_ns_per_op(r);
         if (best == 0 || ns < best) best = ns, best_name = r.impl;
     }
@@ -1019,12 +1200,14 @@ void print_ops_table(const char *title, const std::vector<Result> &rows, const c
             continue;
         }
         double ns = median_ns_per_op(r);
+        bool compare = r.family == "tickloop" && r.round_ns_per_op.size() >= kMinRounds;
         std::printf("%-32s %9" PRIu64 " %9" PRIu64 " %9.1f %9s\n", r.impl.c_str(), r.population,
-                    r.ops, ns, r.family == "tickloop" ? ratio(ns, best).c_str() : "");
+                    r.ops, ns, compare ? ratio(ns, best).c_str() : "");
     }
     if (best > 0)
-        std::printf("best peer: %s (%.1f ns/op); vs peer: our ns/op over its (below 1: faster)\n",
-                    best_name.c_str(), best);
+        std::printf("best peer: %s (%.1f ns/op); vs peer: our ns/op over its (below 1: faster), "
+                    "from %zu timed rounds or more on both sides\n",
+                    best_name.c_str(), best, kMinRounds);
     std::fflush(stdout);
 }
 
@@ -1097,7 +1280,11 @@ bool write_json(const char *path, const std::string &meta, const std::vector<Res
 void usage(const char *argv0) {
     std::printf(
         "usage: %s [options]\n"
-        "  --json FILE            also write every number (and every lateness sample) as JSON\n"
+        "  --out DIR              write results.json, report.txt, summary.txt and the plots\n"
+        "                         into DIR (default: results/<UTC time>/ in the build\n"
+        "                         directory, beside benches/)\n"
+        "  --no-plots             leave out the plots (benches/plot.py, python3-matplotlib)\n"
+        "  --json FILE            also write results.json to FILE\n"
         "  --full                 longer run: 5x the samples, restart and expire at 1e5 and 1e6\n"
         "  --only LIST            workloads among chain,open,sweep,restart,expire (default: all)\n"
         "  --fine-slack NS        the timer slack of the chain's second set of rows (default 0:\n"
@@ -1112,6 +1299,128 @@ void usage(const char *argv0) {
         "  --restart-population=N --restart-ops=N --restart-rounds=N\n"
         "  --expire-population=N --expire-rounds=N   workload sizes\n",
         argv0);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The results directory                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* The directory of this executable, with a trailing '/'; empty if unknown. */
+std::string self_dir() {
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) return "";
+    std::string path(self, (size_t)n);
+    return path.substr(0, path.rfind('/') + 1);
+}
+
+/* build/results/<UTC time>/ for build/benches/tickloop-bench: inside the
+   build directory, so a run never adds files to the source tree. */
+std::string default_out_dir() {
+    std::string dir = self_dir();
+    if (dir.size() > 1) dir.pop_back();
+    size_t slash = dir.rfind('/');
+    std::string build = slash == std::string::npos ? "." : dir.substr(0, slash);
+    char stamp[32];
+    time_t now = time(nullptr);
+    tm utc;
+    gmtime_r(&now, &utc);
+    std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &utc);
+    return build + "/results/" + stamp;
+}
+
+/* mkdir -p; false with errno set on failure. */
+bool make_dirs(const std::string &path) {
+    for (size_t i = 1; i <= path.size(); ++i) {
+        if (i < path.size() && path[i] != '/') continue;
+        std::string part = path.substr(0, i);
+        if (mkdir(part.c_str(), 0777) != 0 && errno != EEXIST) return false;
+    }
+    return true;
+}
+
+/* Copies everything written to stdout into a file as well (report.txt): a
+   pipe in place of stdout, and a thread that writes what it reads to both.
+   The helper processes get their own stdout (libevent_run), so only this
+   process's tables pass through it. */
+class StdoutTee {
+public:
+    bool open(const std::string &path) {
+        file_ = std::fopen(path.c_str(), "w");
+        if (!file_) return false;
+        int fds[2];
+        if (pipe2(fds, O_CLOEXEC) != 0) return false;
+        std::fflush(stdout);
+        saved_ = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 0);
+        dup2(fds[1], STDOUT_FILENO);
+        close(fds[1]);
+        reader_ = fds[0];
+        thread_ = std::thread([this] {
+            char buf[4096];
+            for (ssize_t got; (got = read(reader_, buf, sizeof buf)) != 0;) {
+                if (got < 0) {
+                    if (errno == EINTR) continue;
+                    break;
+                }
+                for (ssize_t done = 0, w; done < got; done += w)
+                    if ((w = write(saved_, buf + done, (size_t)(got - done))) <= 0) break;
+                std::fwrite(buf, 1, (size_t)got, file_);
+            }
+        });
+        return true;
+    }
+    /* Puts the original stdout back; everything printed is in the file. */
+    void close_tee() {
+        if (!thread_.joinable()) return;
+        std::fflush(stdout);
+        dup2(saved_, STDOUT_FILENO);
+        thread_.join();
+        close(reader_);
+        close(saved_);
+        std::fclose(file_);
+    }
+    ~StdoutTee() { close_tee(); }
+
+private:
+    FILE *file_ = nullptr;
+    int saved_ = -1, reader_ = -1;
+    std::thread thread_;
+};
+
+/* Runs benches/plot.py on results.json, writing the PNGs next to it.
+   Returns what the run should say about the plots. */
+std::string run_plots(const std::string &dir) {
+#ifdef TL_BENCH_PLOT_PY
+    const char *script = TL_BENCH_PLOT_PY;
+#else
+    const char *script = "";
+#endif
+    if (!*script || access(script, R_OK) != 0)
+        return std::string("plots skipped: benches/plot.py not found (") + script + ")";
+    /* Debian's matplotlib is in /usr/bin/python3's path, not in a pyenv's. */
+    std::string python = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+    std::string json = dir + "/results.json";
+    std::vector<std::string> args{python, script, "--quiet", "-o", dir, json};
+    std::vector<char *> argv;
+    for (auto &a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::fflush(stdout);
+    pid_t pid;
+    int rc = posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ);
+    if (rc != 0)
+        return "plots skipped: cannot run " + python + ": " + std::strerror(rc) +
+               " (apt-get install python3-matplotlib)";
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 3)
+        return "plots skipped: " + python +
+               " has no matplotlib (Debian: apt-get install python3-matplotlib); results.json "
+               "and the text are written, and `" +
+               python + " " + script + " -o " + dir + " " + json + "` draws them later";
+    return "plots failed: plot.py exited with status " + std::to_string(status) +
+           " (its message is above)";
 }
 
 std::string default_helper() {
@@ -1146,6 +1455,10 @@ int main(int argc, char **argv) {
             return 0;
         } else if (!std::strcmp(a, "--json"))
             opt.json = next();
+        else if (!std::strcmp(a, "--out"))
+            opt.out_dir = next();
+        else if (!std::strcmp(a, "--no-plots"))
+            opt.plots = false;
         else if (!std::strcmp(a, "--full"))
             opt.full = true;
         else if (!std::strcmp(a, "--only"))
@@ -1189,6 +1502,19 @@ int main(int argc, char **argv) {
         return 1;
     }
 
+    if (opt.out_dir.empty()) opt.out_dir = default_out_dir();
+    while (opt.out_dir.size() > 1 && opt.out_dir.back() == '/') opt.out_dir.pop_back();
+    if (!make_dirs(opt.out_dir)) {
+        std::fprintf(stderr, "cannot create %s: %s\n", opt.out_dir.c_str(), std::strerror(errno));
+        return 1;
+    }
+    StdoutTee tee;
+    if (!tee.open(opt.out_dir + "/report.txt")) {
+        std::fprintf(stderr, "cannot write %s/report.txt: %s\n", opt.out_dir.c_str(),
+                     std::strerror(errno));
+        return 1;
+    }
+
     uint64_t start = mono_ns();
     std::vector<std::string> notes;
     utsname un;
@@ -1196,9 +1522,10 @@ int main(int argc, char **argv) {
     long slack = prctl(PR_GET_TIMERSLACK);
     std::printf(
         "tickloop-bench: tickloop %s, kernel %s, %ld CPUs, timer slack %ld ns, seed %" PRIu64
-        "%s\n",
+        "%s\nresults go to %s\nminimums: a p50 is compared from %zu lateness samples, a p99 "
+        "from %zu, an operation cost from %zu timed rounds; fewer are shown, never compared\n",
         tl_version(), un.release, sysconf(_SC_NPROCESSORS_ONLN), slack, opt.params.seed,
-        opt.full ? ", --full" : "");
+        opt.full ? ", --full" : "", opt.out_dir.c_str(), kMinSamples, kMinTailSamples, kMinRounds);
     notes.push_back("Timer slack (" + std::to_string(slack) +
                     " ns) delays every epoll and nanosleep wait by up to that much; timerfd "
                     "expiries (libevent precise) are exempt.");
@@ -1484,29 +1811,71 @@ int main(int argc, char **argv) {
             }
     }
 
-    print_summary(all);
+    print_summary(stdout, all);
+    std::string answers = verdicts(all);
+    std::printf("\n== verdicts ==\n%s", answers.c_str());
 
     double took = (double)(mono_ns() - start) / 1e9;
     std::printf("\ntook %.1f s\n", took);
-    if (opt.json) {
-        char meta[1024];
-        std::snprintf(meta, sizeof meta,
-                      "{\"tickloop\": %s, \"kernel\": %s, \"cpus\": %ld, \"timerslack_ns\": %ld, "
-                      "\"fine_slack_ns\": %" PRIu64 ", \"seed\": %" PRIu64
-                      ", \"chain_count\": %zu, \"open_count\": %zu, "
-                      "\"open_min_ns\": %" PRIu64 ", \"open_window_ns\": %" PRIu64
-                      ", \"restart_ops\": %zu, \"full\": %s, \"took_s\": %.1f}",
-                      json_str(tl_version()).c_str(), json_str(un.release).c_str(),
-                      sysconf(_SC_NPROCESSORS_ONLN), slack, opt.fine_slack_ns, opt.params.seed,
-                      opt.params.chain_count, opt.params.open_count, opt.params.open_min,
-                      opt.params.open_window, opt.params.restart_ops, opt.full ? "true" : "false",
-                      took);
-        if (!write_json(opt.json, meta, all, notes)) {
-            std::fprintf(stderr, "cannot write %s: %s\n", opt.json, std::strerror(errno));
+    char meta[1200];
+    std::snprintf(meta, sizeof meta,
+                  "{\"tickloop\": %s, \"kernel\": %s, \"cpus\": %ld, \"timerslack_ns\": %ld, "
+                  "\"fine_slack_ns\": %" PRIu64 ", \"seed\": %" PRIu64
+                  ", \"chain_count\": %zu, \"open_count\": %zu, "
+                  "\"open_min_ns\": %" PRIu64 ", \"open_window_ns\": %" PRIu64
+                  ", \"restart_ops\": %zu, \"full\": %s, \"took_s\": %.1f, "
+                  "\"min_samples\": %zu, \"min_tail_samples\": %zu, \"min_rounds\": %zu}",
+                  json_str(tl_version()).c_str(), json_str(un.release).c_str(),
+                  sysconf(_SC_NPROCESSORS_ONLN), slack, opt.fine_slack_ns, opt.params.seed,
+                  opt.params.chain_count, opt.params.open_count, opt.params.open_min,
+                  opt.params.open_window, opt.params.restart_ops, opt.full ? "true" : "false", took,
+                  kMinSamples, kMinTailSamples, kMinRounds);
+    std::vector<std::string> written;
+    std::string json = opt.out_dir + "/results.json";
+    for (const std::string &path : {json, std::string(opt.json ? opt.json : "")}) {
+        if (path.empty()) continue;
+        if (!write_json(path.c_str(), meta, all, notes)) {
+            std::fprintf(stderr, "cannot write %s: %s\n", path.c_str(), std::strerror(errno));
             return 1;
         }
-        std::printf("wrote %s\n", opt.json);
+        written.push_back(path);
     }
+    /* summary.txt: the verdicts, then the summary tables. */
+    std::string summary_path = opt.out_dir + "/summary.txt";
+    if (FILE *f = std::fopen(summary_path.c_str(), "w")) {
+        std::fprintf(f, "tickloop-bench: tickloop %s, kernel %s, %ld CPUs, timer slack %ld ns%s\n",
+                     tl_version(), un.release, sysconf(_SC_NPROCESSORS_ONLN), slack,
+                     opt.full ? ", --full" : "");
+        std::fprintf(f, "\n== verdicts ==\n%s", answers.c_str());
+        print_summary(f, all);
+        std::fprintf(f, "\nEvery table of the run: report.txt; every sample: results.json.\n");
+        if (std::fclose(f) == 0) written.push_back(summary_path);
+    } else {
+        std::fprintf(stderr, "cannot write %s: %s\n", summary_path.c_str(), std::strerror(errno));
+        return 1;
+    }
+    written.push_back(opt.out_dir + "/report.txt");
+    std::string plots = opt.plots ? run_plots(opt.out_dir) : "plots skipped: --no-plots";
+    if (!plots.empty()) std::printf("%s\n", plots.c_str());
+    std::printf("results in %s/:", opt.out_dir.c_str());
+    for (const std::string &path : written)
+        std::printf(" %s", path.rfind(opt.out_dir + "/", 0) == 0
+                               ? path.substr(opt.out_dir.size() + 1).c_str()
+                               : path.c_str());
+    if (DIR *d = plots.empty() ? opendir(opt.out_dir.c_str()) : nullptr) {
+        std::vector<std::string> pngs;
+        while (dirent *e = readdir(d)) {
+            std::string name = e->d_name;
+            if (name.size() > 4 && name.compare(name.size() - 4, 4, ".png") == 0)
+                pngs.push_back(name);
+        }
+        closedir(d);
+        std::sort(pngs.begin(), pngs.end());
+        for (const std::string &name : pngs) std::printf(" %s", name.c_str());
+    }
+    std::printf("\n");
+    tee.close_tee();
+
     /* Early fires break the contract: make the run fail so CI notices. */
     for (const Result &r : all)
         if (r.family == "tickloop" && stats_of(r.lateness).early) return 1;

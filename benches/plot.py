@@ -3,26 +3,33 @@
 """plot.py: turns the benchmarks' JSON into PNG charts.
 
 Inputs (any mix, any number; the kind is recognised from the content):
-  - tickloop-bench --json FILE
-      latency_<workload>.png   lateness CDFs, one panel per I/O backend (and
-                               one for the rows at timer slack 1 ns), each
-                               with the kernel floors and the peers
-      main_ops.png             restart and expiry ns/op per library
-      sweep.png                median lateness against the wait length (1 ms -
-                               5 s), one panel per I/O backend, with the
-                               relative-wait fallback, the kernel floors
-                               and the peers
+  - tickloop-bench's results.json (--out DIR, or --json FILE)
+      latency_<workload>.png   lateness CDFs: tickloop's backends per I/O
+                               backend, tickloop against the peers, and the
+                               kernel's floors, each in its own panel
+      main_ops.png             restart and expiry ns/op per library, one
+                               panel per workload, bars from min to max round
+      sweep.png                median lateness against the wait length,
+                               for the lengths with enough samples
   - bench-timer-ops / bench-timer-ops-libevent
     --benchmark_out=FILE --benchmark_out_format=json
-      ops_<random|equal>.png   ns/op against N (log-log), one panel per
-                               operation, one line per backend and peer (the
-                               files merge, so libevent joins the others)
+      ops_<random|equal>.png   ns/op against N (log-log), per operation one
+                               panel of tickloop's backends and one of
+                               tickloop against the peers (the files merge,
+                               so libevent joins the others)
   - bench-scenarios --json FILE
       scenarios.png            CPU time per phase and peak RSS per library
 
-Usage: plot.py [-o OUTDIR] FILE.json [FILE.json ...]
+Rules every chart keeps: at most six series in a panel, each in its own
+colour; legends outside the data; every panel titled and both axes
+labelled; nothing drawn from fewer samples than tickloop-bench's stated
+minimums (results.json's meta: min_samples, min_tail_samples,
+min_rounds), and a panel says what it left out.
+
+Usage: plot.py [-o OUTDIR] [--quiet] FILE.json [FILE.json ...]
 Needs matplotlib: Debian's python3-matplotlib (run it with /usr/bin/python3
-when another python3 comes first in PATH).
+when another python3 comes first in PATH). Exit status 3 when matplotlib
+is missing, so that callers can say so.
 """
 
 import argparse
@@ -39,18 +46,30 @@ try:
     import matplotlib.pyplot as plt
     import matplotlib.ticker
 except ImportError:
-    sys.exit("plot.py needs matplotlib (apt-get install python3-matplotlib; "
-             "then run it with /usr/bin/python3)")
+    print("plot.py needs matplotlib (Debian: apt-get install python3-matplotlib; "
+          "then run it with /usr/bin/python3)", file=sys.stderr)
+    sys.exit(3)
 
-DPI = 90  # keeps a full set of PNGs well under 1 MB
+DPI = 100
+plt.rcParams.update({
+    "font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10,
+    "legend.fontsize": 9, "xtick.labelsize": 9, "ytick.labelsize": 9,
+    "figure.titlesize": 12,
+})
+MAX_SERIES = 6
 
-# One colour per library, the same in every chart.
+# One colour per library, the same in every chart: eleven distinct colours
+# (tab10 and black). A panel never holds two series of one colour: a second
+# series of a library (the relative-wait fallback) takes the first colour no
+# other series of the panel has.
 COLORS = {
     "heap2": "#1f77b4", "heap4": "#ff7f0e", "wheel": "#2ca02c", "hwheel": "#d62728",
     "libev": "#9467bd", "libuv": "#8c564b", "libevent": "#e377c2",
     "libevent-precise": "#17becf", "clock_nanosleep": "#7f7f7f",
     "epoll_pwait2": "#000000", "timerfd": "#bcbd22",
 }
+# For a second series of one library in a panel: colours no library has.
+SPARE = ["#08306b", "#7a4f01", "#3f007d", "#00441b"]
 
 
 def lib_key(impl):
@@ -79,6 +98,32 @@ def style(key, impl=""):
     return "--" if is_peer(key) else "-"
 
 
+def panel_colors(keys):
+    """A colour per series, distinct within the panel."""
+    used, out = set(), []
+    for key in keys:
+        c = COLORS.get(key)
+        if c is None or c in used:
+            c = next(p for p in SPARE + list(COLORS.values()) if p not in used)
+        used.add(c)
+        out.append(c)
+    return out
+
+
+def label_of(impl):
+    return impl.replace("tickloop ", "").replace("kernel ", "kernel: ")
+
+
+def legend_outside(ax):
+    """The legend to the right of the axes, outside the data."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0, frameon=False)
+
+
+def note(ax, text):
+    ax.text(0.0, -0.2, text, transform=ax.transAxes, fontsize=9, va="top", ha="left",
+            wrap=True, color="#444444")
+
+
 def save(fig, outdir, name):
     path = os.path.join(outdir, name)
     fig.savefig(path, dpi=DPI, bbox_inches="tight")
@@ -86,125 +131,185 @@ def save(fig, outdir, name):
     return path
 
 
+def grid(n, cols, width, height):
+    rows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False,
+                             constrained_layout=True)
+    cells = [ax for row in axes for ax in row]
+    for ax in cells[n:]:
+        ax.axis("off")
+    return fig, cells[:n]
+
+
 # ---- tickloop-bench ------------------------------------------------------
 
-def cdf_panel(ax, rows, title):
-    for r in rows:
+def io_of(impl):
+    return impl.split("/")[-1].split()[0] if impl.startswith("tickloop ") else None
+
+
+def default_panels(rows, what):
+    """The panels of one latency chart, each at most MAX_SERIES rows:
+    tickloop's backends per I/O backend with the timerfd floor, the default
+    backend against the peers, and the kernel's floors with the default
+    backend and its relative fallback."""
+    def find(pred):
+        return [r for r in rows if pred(r)]
+
+    base = [r for r in rows if " slack " not in r["impl"]]
+    ours = [r for r in base if r["family"] == "tickloop"]
+    floor = find(lambda r: r["impl"] == "kernel timerfd")
+    panels = []
+    for io in dict.fromkeys(io_of(r["impl"]) for r in ours):
+        mine = [r for r in ours if io_of(r["impl"]) == io and " relative" not in r["impl"]]
+        panels.append((f"tickloop's timer backends on {io}", (mine + floor)[:MAX_SERIES]))
+    default = [r for r in ours if lib_key(r["impl"]) == "heap4" and " relative" not in r["impl"]]
+    peers = [r for r in base if r["family"] == "peer"]
+    panels.append(("tickloop (heap4) against the peers", (default[:1] + peers)[:MAX_SERIES]))
+    kernel = [r for r in base if r["family"] == "kernel"]
+    relative = [r for r in ours if " relative" in r["impl"]]
+    panels.append(("the kernel's own waits, no loop around them",
+                   (kernel + default[:1] + relative[:1])[:MAX_SERIES]))
+    fine = [r for r in rows if " slack " in r["impl"]]
+    if fine:
+        panels.append(("timer slack 1 ns", fine[:MAX_SERIES]))
+    return [(t, p) for t, p in panels if p]
+
+
+def cdf_panel(ax, rows, title, xlabel, xlim):
+    colors = panel_colors([lib_key(r["impl"]) for r in rows])
+    for r, color in zip(rows, colors):
         key = lib_key(r["impl"])
         xs = sorted(max(v, 1000) / 1e3 for v in r["lateness_ns"])  # us; log axis needs > 0
         ys = [(i + 1) / len(xs) for i in range(len(xs))]
-        label = r["impl"].replace("tickloop ", "")
-        ax.step(xs, ys, style(key, r["impl"]), where="post", label=label, linewidth=1.3,
-                color=COLORS.get(key))
+        ax.step(xs, ys, style(key, r["impl"]), where="post", linewidth=1.8, color=color,
+                label=f"{label_of(r['impl'])} (n={len(xs):,})")
     ax.set_xscale("log")
-    ax.set_xlim(10, 2e4)
+    ax.set_xlim(*xlim)
     ax.set_ylim(0, 1.01)
-    ax.set_xlabel("lateness (us, log scale)")
-    ax.set_title(title, fontsize=10)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("fraction of timers fired within")
+    ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
+    legend_outside(ax)
 
 
 def plot_latency(doc, outdir):
+    meta = doc.get("meta", {})
+    min_n = int(meta.get("min_samples", 100))
+    min_rounds = int(meta.get("min_rounds", 3))
     results = [r for r in doc.get("results", []) if not r.get("skipped")]
     written = []
-    for workload in ("chain", "open"):
-        rows = [r for r in results if r["workload"] == workload and r.get("lateness_ns")]
+    for workload, what in (("chain", "chain: one timer at a time, each callback arms the next"),
+                           ("open", "open: hundreds of timers armed at once")):
+        rows = [r for r in results if r["workload"] == workload
+                and len(r.get("lateness_ns") or []) >= min_n]
         if not rows:
             continue
-        fine = [r for r in rows if " slack " in r["impl"]]
-        base = [r for r in rows if " slack " not in r["impl"]]
-        others = [r for r in base if r["family"] != "tickloop"]
-        ios = list(dict.fromkeys(r["impl"].split("/")[-1].split()[0]
-                                 for r in base if r["family"] == "tickloop"))
-        panels = []
-        for io in ios:
-            ours = [r for r in base if r["family"] == "tickloop"
-                    and r["impl"].split("/")[-1].split()[0] == io]
-            panels.append((f"tickloop on {io}, kernel floors, peers", ours + others))
-        if fine:
-            slack = doc.get("meta", {}).get("timerslack_ns", "default")
-            panels.append((f"timer slack 1 ns (others: {slack} ns)", fine))
-        fig, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 5), sharey=True,
-                                 squeeze=False)
-        for ax, (title, panel_rows) in zip(axes[0], panels):
-            cdf_panel(ax, panel_rows, title)
-        axes[0][0].set_ylabel("fraction of timers fired within")
-        fig.suptitle(f"timer lateness, {workload} workload: callback time - deadline "
+        panels = default_panels(rows, what)
+        # One lateness range for every panel: from the least late sample
+        # drawn to 20 ms.
+        lo = min(max(v, 1000) for _, rs in panels for r in rs for v in r["lateness_ns"]) / 1e3
+        fig, cells = grid(len(panels), 2, 7.6, 4.4)
+        for ax, (title, panel_rows) in zip(cells, panels):
+            cdf_panel(ax, panel_rows, title, "lateness (us, log scale)", (lo * 0.8, 2e4))
+        fig.suptitle(f"timer lateness, {what}: callback time minus deadline "
                      f"(tickloop-bench; left is better)")
         written.append(save(fig, outdir, f"latency_{workload}.png"))
 
-    written += plot_sweep(results, outdir)
+    written += plot_sweep(results, outdir, min_n)
 
-    ops = [r for r in results if r.get("ops") and r["workload"] != "chain"
-           and r["workload"] != "open"]
+    ops = [r for r in results if r.get("round_ns_per_op") is not None
+           and r["workload"].startswith(("restart", "expire"))]
     if ops:
         workloads = list(dict.fromkeys((r["workload"], r["population"]) for r in ops))
-        fig, axes = plt.subplots(1, len(workloads), figsize=(4.2 * len(workloads), 4.2),
-                                 squeeze=False)
-        for ax, (workload, pop) in zip(axes[0], workloads):
+        fig, cells = grid(len(workloads), 3, 5.0, 3.9)
+        for ax, (workload, pop) in zip(cells, workloads):
             rows = [r for r in ops if r["workload"] == workload and r["population"] == pop]
+            left_out = [lib_key(r["impl"]) for r in rows
+                        if len(r["round_ns_per_op"]) < min_rounds]
+            rows = [r for r in rows if len(r["round_ns_per_op"]) >= min_rounds]
             keys = [lib_key(r["impl"]) for r in rows]
-            bars = ax.bar(range(len(rows)), [r["ns_per_op"] for r in rows],
-                          color=[COLORS.get(k, "#999999") for k in keys])
-            ax.bar_label(bars, fmt="%.0f", fontsize=7)
+            med = [r["ns_per_op"] for r in rows]
+            lo = [m - min(r["round_ns_per_op"]) for m, r in zip(med, rows)]
+            hi = [max(r["round_ns_per_op"]) - m for m, r in zip(med, rows)]
+            bars = ax.bar(range(len(rows)), med, color=panel_colors(keys),
+                          yerr=[lo, hi], capsize=3, ecolor="#333333")
+            ax.bar_label(bars, fmt="%.0f", fontsize=9, padding=2)
             ax.set_xticks(range(len(rows)))
-            ax.set_xticklabels(keys, rotation=45, ha="right", fontsize=8)
-            ax.set_title(f"{workload}, {pop:,} live", fontsize=10)
+            ax.set_xticklabels(keys, rotation=35, ha="right")
+            ax.set_ylabel("ns per operation (CPU)")
+            ax.set_xlabel("library (tickloop: timer backend)")
+            ax.set_title(f"{workload}, {pop:,} live")
+            ax.margins(y=0.15)
             ax.grid(True, axis="y", alpha=0.3)
-        axes[0][0].set_ylabel("ns per operation (thread CPU time)")
-        fig.suptitle("timer operations in the main job (lower is better)")
-        fig.tight_layout()
+            if left_out:
+                note(ax, f"not drawn (fewer than {min_rounds} rounds): {', '.join(left_out)}")
+        fig.suptitle("timer operations in the main job: median of rounds, whisker from the "
+                     "fastest to the slowest round (lower is better)")
         written.append(save(fig, outdir, "main_ops.png"))
     return written
 
 
-def plot_sweep(results, outdir):
-    """Median lateness per wait length; each point also shows the maximum
-    as a thin bar above it (the sweep takes few samples by default)."""
+def plot_sweep(results, outdir, min_n):
+    """p50 lateness per wait length, for the lengths with at least min_n
+    samples; the panel lists the lengths it left out."""
     rows = [r for r in results if r["workload"].startswith("sweep-") and r.get("lateness_ns")]
     if not rows:
         return []
-    labels = list(dict.fromkeys(r["workload"][len("sweep-"):] for r in rows))
 
     def wait_ns(label):
         m = re.match(r"^(\d+)(ms|s)$", label)
         return int(m.group(1)) * (1_000_000 if m.group(2) == "ms" else 1_000_000_000)
 
-    labels.sort(key=wait_ns)
+    labels = sorted(dict.fromkeys(r["workload"][len("sweep-"):] for r in rows), key=wait_ns)
     by_impl = defaultdict(dict)
     for r in rows:
         by_impl[r["impl"]][r["workload"][len("sweep-"):]] = r
+    short = sorted({lab for lab in labels for r in by_impl.values()
+                    if lab in r and len(r[lab]["lateness_ns"]) < min_n}, key=wait_ns)
     impls = list(by_impl)
-    ios = list(dict.fromkeys(i.split("/")[-1].split()[0] for i in impls
-                             if i.startswith("tickloop ")))
-    others = [i for i in impls if not i.startswith("tickloop ")]
-    fig, axes = plt.subplots(1, len(ios), figsize=(6.2 * len(ios), 5.2), sharey=True,
-                             squeeze=False)
-    for ax, io in zip(axes[0], ios):
-        ours = [i for i in impls if i.startswith("tickloop ")
-                and i.split("/")[-1].split()[0] == io]
-        for impl in ours + others:
-            key = lib_key(impl)
-            xs, med, top = [], [], []
+    ours = [i for i in impls if i.startswith("tickloop ")]
+    floor = [i for i in impls if i == "kernel timerfd"]
+    panels = []
+    for io in dict.fromkeys(io_of(i) for i in ours):
+        mine = [i for i in ours if io_of(i) == io and " relative" not in i]
+        panels.append((f"tickloop's timer backends on {io}", (mine + floor)[:MAX_SERIES]))
+    default = [i for i in ours if lib_key(i) == "heap4" and " relative" not in i][:1]
+    peers = [i for i in impls if not i.startswith(("tickloop ", "kernel "))]
+    panels.append(("tickloop (heap4) against the peers", (default + peers)[:MAX_SERIES]))
+    relative = [i for i in ours if " relative" in i]
+    kernel = [i for i in impls if i.startswith("kernel ")]
+    panels.append(("absolute and relative waits", (default + relative + kernel)[:MAX_SERIES]))
+    fig, cells = grid(len(panels), 2, 7.6, 4.2)
+    for ax, (title, panel) in zip(cells, panels):
+        colors = panel_colors([lib_key(i) for i in panel])
+        for impl, color in zip(panel, colors):
+            xs, med = [], []
             for label in labels:
                 r = by_impl[impl].get(label)
-                if not r:
+                if not r or len(r["lateness_ns"]) < min_n:
                     continue
                 v = sorted(r["lateness_ns"])
                 xs.append(wait_ns(label) / 1e6)
                 med.append(max(v[(len(v) - 1) // 2], 1000) / 1e3)
-                top.append(max(v[-1], 1000) / 1e3)
-            ax.plot(xs, med, style(key, impl), marker="o", markersize=3, linewidth=1.3,
-                    color=COLORS.get(key), label=impl.replace("tickloop ", ""))
-            ax.vlines(xs, med, top, color=COLORS.get(key), alpha=0.25, linewidth=1)
+            if xs:
+                ax.plot(xs, med, style(lib_key(impl), impl), marker="o", markersize=5,
+                        linewidth=1.8, color=color, label=label_of(impl))
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+        # Plain numbers at 2x and 5x: a narrow log range has no decade label.
+        ax.yaxis.set_minor_locator(matplotlib.ticker.LogLocator(subs=(2, 5)))
+        ax.yaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
         ax.set_xlabel("wait length (ms, log scale)")
-        ax.set_title(f"tickloop on {io}, kernel floors, peers", fontsize=10)
+        ax.set_ylabel("median lateness (us, log scale)")
+        ax.set_title(title)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
-    axes[0][0].set_ylabel("median lateness (us, log scale; bar: up to the max)")
+        legend_outside(ax)
+        if short:
+            note(ax, f"not drawn: waits of {', '.join(short)} (fewer than {min_n} samples; "
+                 f"summary.txt gives them)")
     fig.suptitle("lone timers, one wait at a time: median lateness against the wait length "
                  "(tickloop-bench sweep; lower is better)")
     return [save(fig, outdir, "sweep.png")]
@@ -212,7 +317,7 @@ def plot_sweep(results, outdir):
 
 # ---- Google Benchmark ----------------------------------------------------
 
-# bench-timer-ops row names: <operation>/<library>/n:<N>[/equal:<0|1>][/layout:<0|1>]
+# bench-timer-ops row names: <operation>/<library>/n:<N>[/equal:<0|1|2>][/layout:<0|1>]
 GB_NAME = re.compile(r"^(\w+)/([^/]+)/n:(\d+)(?:/equal:(\d))?(?:/layout:(\d))?")
 
 
@@ -232,7 +337,30 @@ def gb_rows(doc):
         op, lib, n, equal, layout = m.groups()
         if layout is not None:
             op += " (shuffled)" if layout == "1" else " (start order)"
-        yield op, lib, "equal" if equal == "1" else "random", int(n), float(b["ns_per_op"])
+        deadlines = {"1": "equal", "2": "batches"}.get(equal, "random")
+        yield op, lib, deadlines, int(n), float(b["ns_per_op"])
+
+
+TICKLOOP_BACKENDS = ["heap4", "heap2", "hwheel", "wheel"]
+
+
+def ops_panel(ax, by_lib, libs, title):
+    libs = [lib for lib in libs if lib in by_lib and len(by_lib[lib]) > 1][:MAX_SERIES]
+    for lib, color in zip(libs, panel_colors(libs)):
+        points = sorted(by_lib[lib].items())
+        ax.plot([p[0] for p in points], [p[1] for p in points], style(lib), marker="o",
+                markersize=4, linewidth=1.8, label=lib, color=color)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    # Plain numbers on the y axis: a narrow log range has no decade label.
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+    ax.yaxis.set_minor_locator(matplotlib.ticker.LogLocator(subs=(2, 5)))
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+    ax.set_xlabel("live timers N (log scale)")
+    ax.set_ylabel("ns per operation (CPU)")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    legend_outside(ax)
 
 
 def plot_ops(docs, outdir):
@@ -242,40 +370,23 @@ def plot_ops(docs, outdir):
         for op, lib, deadlines, n, ns in gb_rows(doc):
             series[deadlines][op][lib][n] = ns
     order = ["start_stop", "restart", "cancel", "expire (start order)", "expire (shuffled)"]
+    what = {"random": "distinct random deadlines (1 s - 10 min; expire: 0 - 20 ms)",
+            "equal": "all deadlines equal", "batches": "deadlines equal in batches of 256"}
     written = []
     for deadlines, ops in sorted(series.items()):
         sweeps = [op for op in order if op in ops] + [op for op in ops if op not in order]
         sweeps = [op for op in sweeps if any(len(v) > 1 for v in ops[op].values())]
         if not sweeps:
             continue
-        cols = min(3, len(sweeps))
-        nrows = (len(sweeps) + 1 + cols - 1) // cols  # one cell more, for the legend
-        fig, axes = plt.subplots(nrows, cols, figsize=(4.8 * cols, 4.0 * nrows), squeeze=False)
-        cells = [ax for row in axes for ax in row]
-        for ax, op in zip(cells, sweeps):
-            for lib, by_n in sorted(ops[op].items(), key=lambda kv: (is_peer(kv[0]), kv[0])):
-                points = sorted(by_n.items())
-                ax.plot([p[0] for p in points], [p[1] for p in points], style(lib),
-                        marker="o", markersize=3, label=lib, color=COLORS.get(lib))
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            # Plain numbers on the y axis: a narrow log range has no decade label.
-            ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
-            ax.yaxis.set_minor_locator(matplotlib.ticker.LogLocator(subs=(2, 5)))
-            ax.yaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
-            ax.tick_params(axis="y", which="minor", labelsize=7)
-            ax.set_xlabel("live timers N")
-            ax.set_ylabel("ns per operation (thread CPU time)", fontsize=8)
-            ax.set_title(op, fontsize=10)
-            ax.grid(True, which="both", alpha=0.3)
-        handles, labels = cells[0].get_legend_handles_labels()
-        for ax in cells[len(sweeps):]:
-            ax.axis("off")
-        cells[len(sweeps)].legend(handles, labels, loc="center", fontsize=10)
-        what = ("distinct random deadlines (1 s - 10 min; expire: 0 - 20 ms)"
-                if deadlines == "random" else "all deadlines equal")
-        fig.suptitle(f"bench-timer-ops, {what} (lower is better)")
-        fig.tight_layout()
+        fig, cells = grid(2 * len(sweeps), 2, 6.6, 3.7)
+        for k, op in enumerate(sweeps):
+            libs = list(ops[op])
+            peers = sorted(lib for lib in libs if lib not in TICKLOOP_BACKENDS)
+            ops_panel(cells[2 * k], ops[op], TICKLOOP_BACKENDS + peers[:1],
+                      f"{op}: tickloop's backends" + (f" and {peers[0]}" if peers else ""))
+            ops_panel(cells[2 * k + 1], ops[op], ["heap4", "hwheel"] + peers,
+                      f"{op}: heap4 and hwheel against the peers")
+        fig.suptitle(f"bench-timer-ops, {what.get(deadlines, deadlines)} (lower is better)")
         written.append(save(fig, outdir, f"ops_{deadlines}.png"))
     return written
 
@@ -287,40 +398,42 @@ def plot_scenarios(doc, outdir):
     names = list(dict.fromkeys(r["scenario"] for r in rows))
     if not names:
         return []
-    fig, axes = plt.subplots(2, len(names), figsize=(4.6 * len(names), 7.5), squeeze=False)
+    fig, axes = plt.subplots(2, len(names), figsize=(5.4 * len(names), 8.2), squeeze=False,
+                             constrained_layout=True)
+    shades = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860"]
     for col, name in enumerate(names):
-        srows = [r for r in rows if r["scenario"] == name]
+        srows = [r for r in rows if r["scenario"] == name][:8]
         keys = [r["lib"] for r in srows]
         ax = axes[0][col]
         bottom = [0.0] * len(srows)
         phases = list(dict.fromkeys(p["name"] for r in srows for p in r["phases"]))
-        shades = ["#4c72b0", "#dd8452", "#55a868", "#c44e52"]
-        for k, phase in enumerate(phases):
+        for k, phase in enumerate(phases[:MAX_SERIES]):
             vals = [next((p["cpu_ns"] / 1e9 for p in r["phases"] if p["name"] == phase), 0)
                     for r in srows]
-            ax.bar(range(len(srows)), vals, bottom=bottom, label=phase,
-                   color=shades[k % len(shades)])
+            ax.bar(range(len(srows)), vals, bottom=bottom, label=phase, color=shades[k])
             bottom = [b + v for b, v in zip(bottom, vals)]
-        ax.set_title(f"{name}: CPU time per phase", fontsize=10)
-        ax.set_ylabel("process CPU s")
-        ax.legend(fontsize=7)
+        ax.set_title(f"{name}: CPU time per phase")
+        ax.set_ylabel("process CPU time (s)")
+        ax.legend(loc="upper left", bbox_to_anchor=(0, -0.32), ncol=2, frameon=False,
+                  title="phase")
         ax = axes[1][col]
         ax.bar(range(len(srows)), [r["maxrss_kb"] / 1024 for r in srows],
-               color=[COLORS.get(k, "#999999") for k in keys])
-        ax.set_title(f"{name}: peak RSS", fontsize=10)
-        ax.set_ylabel("MB")
+               color=panel_colors(keys))
+        ax.set_title(f"{name}: peak RSS")
+        ax.set_ylabel("peak resident memory (MB)")
         for a in (axes[0][col], axes[1][col]):
             a.set_xticks(range(len(srows)))
-            a.set_xticklabels(keys, rotation=45, ha="right", fontsize=8)
+            a.set_xticklabels(keys, rotation=35, ha="right")
+            a.set_xlabel("library (tickloop: timer backend)")
             a.grid(True, axis="y", alpha=0.3)
     fig.suptitle("bench-scenarios: each library in a fresh process (lower is better)")
-    fig.tight_layout()
     return [save(fig, outdir, "scenarios.png")]
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-o", "--outdir", default=".", help="where to write the PNGs")
+    ap.add_argument("--quiet", action="store_true", help="do not list the PNGs written")
     ap.add_argument("files", nargs="+", help="JSON from the benchmarks")
     args = ap.parse_args()
     os.makedirs(args.outdir, exist_ok=True)
@@ -338,8 +451,9 @@ def main():
             print(f"{path}: not JSON from these benchmarks, skipped", file=sys.stderr)
     if gb_docs:
         written += plot_ops(gb_docs, args.outdir)
-    for path in written:
-        print(path)
+    if not args.quiet:
+        for path in written:
+            print(path)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,9 @@
 #
 #   benches/run_all.sh BUILD_DIR OUTDIR     (e.g. build docs/perf)
 #
-# Writes OUTDIR/*.txt (the tables as printed) and OUTDIR/*.png; the raw JSON
-# goes to OUTDIR/json/ (not committed: several MB of lateness samples).
+# Writes OUTDIR/*.txt (the tables as printed; latency_summary.txt: the main
+# job's verdicts and summary) and OUTDIR/*.png; the raw JSON goes to
+# OUTDIR/json/ (not committed: several MB of lateness samples).
 # Takes about 30 minutes on a 2-core machine, most of it bench-timer-ops;
 # MAX_N=1e6 leaves out its 1e7 rows. The suites run one at a time: never run
 # two benchmarks at once, they would measure each other.
@@ -25,7 +26,11 @@ ninja -C "$build" >/dev/null
     git -C "$here" log -1 --format='# tickloop commit %h %s' 2>/dev/null || true
 } >"$out/machine.txt"
 
-"$b/tickloop-bench" --json "$out/json/latency.json" | tee "$out/latency.txt"
+# The main job writes its own results directory; its plots are drawn below
+# with the others.
+"$b/tickloop-bench" --out "$out/json/main" --no-plots --json "$out/json/latency.json" |
+    tee "$out/latency.txt"
+cp "$out/json/main/summary.txt" "$out/latency_summary.txt"
 "$b/bench-scenarios" --json "$out/json/scenarios.json" | tee "$out/scenarios.txt"
 "$b/bench-timer-ops" --max-n="$max_n" --benchmark_counters_tabular=true \
     --benchmark_out="$out/json/timer_ops.json" --benchmark_out_format=json \
@@ -46,5 +51,10 @@ fi
 # Debian's matplotlib lives in /usr/bin/python3's path, not in a pyenv's.
 python=/usr/bin/python3
 [ -x "$python" ] || python=python3
+if ! "$python" -c 'import matplotlib' 2>/dev/null; then
+    echo "run_all.sh: no plots: $python has no matplotlib (Debian: apt-get install" \
+        "python3-matplotlib); the text results are in $out" >&2
+    exit 3
+fi
 # shellcheck disable=SC2086 # gb_files is a list of paths without spaces
 "$python" "$here/plot.py" -o "$out" "$out/json/latency.json" "$out/json/scenarios.json" $gb_files

@@ -326,6 +326,18 @@ int main(int argc, char **argv) {
         }
     }
 
+    /* The options are checked once, before anything is printed: a wrong
+       --timers or --io (or TICKLOOP_IO) is one message and exit 1, not an
+       error row under a table header. */
+    try {
+        tickloop::Options probe;
+        probe.io = cfg.io;
+        if (cfg.timers != "all") probe.timers = cfg.timers;
+        tickloop::Loop loop(probe);
+    } catch (const std::system_error &e) {
+        std::fprintf(stderr, "delayed_tasks: %s\n", e.what());
+        return 1;
+    }
     print_header(cfg);
     bool ok = true;
     uint64_t early = 0;

@@ -20,6 +20,7 @@
  */
 #include <atomic>
 #include <cerrno>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -34,6 +35,32 @@
 using namespace tl::detail;
 
 namespace {
+
+/* Why the last tl_loop_new on this thread failed (tl_loop_new_error), as
+   dlerror keeps its message: per thread, so that concurrent creations do not
+   see each other's. Empty: the last call succeeded, or none was made. */
+thread_local char new_error[256];
+
+[[gnu::format(printf, 2, 3)]] int fail_new(int err, const char *fmt, ...) noexcept {
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(new_error, sizeof new_error, fmt, ap);
+    va_end(ap);
+    return err;
+}
+
+/* The registered timer backends' names, ", "-separated, for a message. */
+void backend_names(char *buf, size_t cap) noexcept {
+    const char *names[64];
+    size_t n = tl_timer_backend_names(names, 64);
+    size_t len = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < n && i < 64 && len < cap; ++i) {
+        int w = std::snprintf(buf + len, cap - len, "%s%s", i ? ", " : "", names[i]);
+        if (w < 0) break;
+        len += (size_t)w;
+    }
+}
 
 /* The default backend until the benchmarks say otherwise (README). */
 constexpr const char *kDefaultTimers = "heap4";
@@ -58,6 +85,40 @@ constexpr uint64_t kMaxTimerSlackNs = 1000000000;
 constexpr uint64_t kMaxCollectIntervalNs = 1000000000;
 
 std::atomic<uint32_t> next_loop_id{1};
+
+/* The live loops, for loop_by_id (tl_timer_init of an active timer). A
+   process has few loops, and the list is read only for a timer that is
+   initialised while active, so a locked array is enough. */
+pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+tl_loop **live_loops;
+size_t live_count, live_cap;
+
+int live_add(tl_loop *loop) noexcept {
+    pthread_mutex_lock(&live_lock);
+    if (live_count == live_cap) {
+        size_t cap = live_cap ? live_cap * 2 : 8;
+        void *mem = std::realloc(live_loops, cap * sizeof *live_loops);
+        if (!mem) {
+            pthread_mutex_unlock(&live_lock);
+            return -ENOMEM;
+        }
+        live_loops = static_cast<tl_loop **>(mem);
+        live_cap = cap;
+    }
+    live_loops[live_count++] = loop;
+    pthread_mutex_unlock(&live_lock);
+    return 0;
+}
+
+void live_remove(tl_loop *loop) noexcept {
+    pthread_mutex_lock(&live_lock);
+    for (size_t i = 0; i < live_count; ++i)
+        if (live_loops[i] == loop) {
+            live_loops[i] = live_loops[--live_count];
+            break;
+        }
+    pthread_mutex_unlock(&live_lock);
+}
 
 /* The thread's timer slack as the loops running on it left it. Slack belongs
  * to the thread, so this is per thread: `loops` counts the loops with a
@@ -113,7 +174,10 @@ int resolve_io_kind(const tl_loop_options *opts, tl_io_kind *out) noexcept {
        be undefined for out-of-range values, so check the raw integer. */
     std::underlying_type_t<tl_io_kind> raw;
     std::memcpy(&raw, &opts->io, sizeof raw);
-    if (raw != TL_IO_AUTO && raw != TL_IO_EPOLL && raw != TL_IO_URING) return -EINVAL;
+    if (raw != TL_IO_AUTO && raw != TL_IO_EPOLL && raw != TL_IO_URING)
+        return fail_new(-EINVAL,
+                        "tl_loop_options.io is %d: not TL_IO_AUTO, TL_IO_EPOLL or TL_IO_URING",
+                        (int)raw);
     tl_io_kind requested = static_cast<tl_io_kind>(raw);
     *out = requested;
     if (requested != TL_IO_AUTO) return 0;
@@ -124,7 +188,10 @@ int resolve_io_kind(const tl_loop_options *opts, tl_io_kind *out) noexcept {
     else if (std::strcmp(env, "io_uring") == 0)
         *out = TL_IO_URING;
     else
-        return -EINVAL;
+        return fail_new(-EINVAL,
+                        "environment variable TICKLOOP_IO='%.64s': not 'epoll', "
+                        "'io_uring' or 'auto' (the values are lower-case)",
+                        env);
     return 0;
 }
 
@@ -209,6 +276,18 @@ int iterate(tl_loop *loop, tl_run_mode mode) noexcept {
 
 } // namespace
 
+tl_loop *tl::detail::loop_by_id(uint32_t id) noexcept {
+    tl_loop *found = nullptr;
+    pthread_mutex_lock(&live_lock);
+    for (size_t i = 0; i < live_count; ++i)
+        if (live_loops[i]->id == id) {
+            found = live_loops[i];
+            break;
+        }
+    pthread_mutex_unlock(&live_lock);
+    return found;
+}
+
 #ifndef NDEBUG
 void tl::detail::check_loop_thread(const tl_loop *loop, const char *call) noexcept {
     if (!loop->running || pthread_equal(loop->run_thread, pthread_self())) return;
@@ -227,7 +306,8 @@ TL_API void tl_loop_options_init(tl_loop_options *opts) {
 }
 
 TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts) {
-    if (!out) return -EINVAL;
+    new_error[0] = 0;
+    if (!out) return fail_new(-EINVAL, "out is NULL");
     *out = nullptr;
     tl_loop_options defaults;
     tl_loop_options_init(&defaults);
@@ -236,28 +316,46 @@ TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts) {
     /* Reserved words are where later fields go (docs/abi.md): refusing
        non-zero ones now keeps a program that skips tl_loop_options_init()
        from handing garbage to a field a later version adds. */
-    for (uint64_t word : opts->reserved)
-        if (word != 0) return -EINVAL;
+    for (size_t i = 0; i < sizeof opts->reserved / sizeof opts->reserved[0]; ++i)
+        if (opts->reserved[i] != 0)
+            return fail_new(-EINVAL,
+                            "tl_loop_options.reserved[%zu] is not zero (start from "
+                            "tl_loop_options_init)",
+                            i);
 
     tl_io_kind kind;
     int r = resolve_io_kind(opts, &kind);
     if (r < 0) return r;
-    if (opts->wheel_slots && !is_power_of_two(opts->wheel_slots)) return -EINVAL;
-    if (opts->timer_slack_ns > kMaxTimerSlackNs) return -EINVAL;
-    if (opts->collect_interval_ns > kMaxCollectIntervalNs) return -EINVAL;
+    if (opts->wheel_slots && !is_power_of_two(opts->wheel_slots))
+        return fail_new(-EINVAL, "tl_loop_options.wheel_slots is %u: not a power of two",
+                        opts->wheel_slots);
+    if (opts->timer_slack_ns > kMaxTimerSlackNs)
+        return fail_new(-EINVAL, "tl_loop_options.timer_slack_ns is %llu: above 1 s (1000000000)",
+                        (unsigned long long)opts->timer_slack_ns);
+    if (opts->collect_interval_ns > kMaxCollectIntervalNs)
+        return fail_new(-EINVAL,
+                        "tl_loop_options.collect_interval_ns is %llu: above 1 s (1000000000)",
+                        (unsigned long long)opts->collect_interval_ns);
 
     /* An explicit name must name a backend; an empty environment variable
        means "unset", as shells treat it. */
     const char *name = opts->timers;
+    const char *from = "tl_loop_options.timers";
     if (!name) {
         name = std::getenv("TICKLOOP_TIMERS");
+        from = "environment variable TICKLOOP_TIMERS";
         if (!name || !*name) name = kDefaultTimers;
     }
     const tl_timer_backend *backend = tl_timer_backend_find(name);
-    if (!backend) return -ENOENT;
+    if (!backend) {
+        char names[160];
+        backend_names(names, sizeof names);
+        return fail_new(-ENOENT, "%s: unknown timer backend '%.64s'; registered: %s", from, name,
+                        names);
+    }
 
     tl_loop *loop = static_cast<tl_loop *>(std::calloc(1, sizeof(tl_loop)));
-    if (!loop) return -ENOMEM;
+    if (!loop) return fail_new(-ENOMEM, "out of memory for the loop");
     loop->now = clock_now(loop);
     loop->id = next_loop_id.fetch_add(1, std::memory_order_relaxed);
     if (loop->id == 0) loop->id = next_loop_id.fetch_add(1, std::memory_order_relaxed);
@@ -274,7 +372,10 @@ TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts) {
     r = streams_configure(loop, opts);
     if (r < 0) {
         std::free(loop);
-        return r;
+        return fail_new(r,
+                        "tl_loop_options.read_buffer_size %u / read_buffer_count %u: a size is a "
+                        "power of two from 256 to 16 MiB, a count a power of two up to 32768",
+                        opts->read_buffer_size, opts->read_buffer_count);
     }
 
     tl_timer_config cfg = timer_config(opts->tick_ns, opts->wheel_slots);
@@ -283,9 +384,32 @@ TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts) {
     loop->timers = backend->create(&cfg, loop->now);
     if (!loop->timers) {
         std::free(loop);
-        return -ENOMEM;
+        /* The backend refuses the configuration (a wheel larger than it
+           allows) if it can be created with the defaults. */
+        tl_timer_config defaults = timer_config(0, 0);
+        if (void *probe = backend->create(&defaults, 0)) {
+            backend->destroy(probe);
+            return fail_new(-EINVAL,
+                            "timer backend '%.64s' refuses tl_loop_options.tick_ns %llu with "
+                            "wheel_slots %u",
+                            name, (unsigned long long)cfg.tick_ns, cfg.wheel_slots);
+        }
+        return fail_new(-ENOMEM, "timer backend '%.64s': out of memory", name);
     }
     r = create_io(loop, kind, &loop->io);
+    if (r < 0 && kind == TL_IO_AUTO)
+        fail_new(r, "no I/O backend could be created (epoll: %s)", tl_strerror(r));
+    else if (r < 0)
+        fail_new(r, "the %s I/O backend (%s): %s", kind == TL_IO_EPOLL ? "epoll" : "io_uring",
+                 opts->io != TL_IO_AUTO ? "tl_loop_options.io" : "environment variable TICKLOOP_IO",
+                 tl_strerror(r));
+    if (r == 0) {
+        r = live_add(loop);
+        if (r < 0) {
+            fail_new(r, "out of memory for the loop");
+            delete loop->io;
+        }
+    }
     if (r < 0) {
         backend->destroy(loop->timers);
         std::free(loop);
@@ -297,10 +421,15 @@ TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts) {
     return 0;
 }
 
+TL_API const char *tl_loop_new_error(void) {
+    return new_error[0] ? new_error : nullptr;
+}
+
 TL_API int tl_loop_free(tl_loop *loop) {
     if (!loop) return -EINVAL;
     /* Unreferenced handles too: the loop still points at them. */
     if (loop->active_handles || loop->running) return -EBUSY;
+    live_remove(loop);
     release_timer_slack(loop);
     async_close(loop);
     signal_close(loop);
@@ -509,8 +638,8 @@ TL_API const char *tl_strerror(int err) {
     case -ENOSPC:
         return "too many active timers (ENOSPC; tl_loop_options.max_timers)";
     case -EEXIST:
-        return "already exists (EEXIST): fd watched by another watcher of this loop, or "
-               "timer backend name already registered";
+        return "already exists (EEXIST): fd watched by another watcher of this loop, signal "
+               "watched by another loop, or timer backend name already registered";
     case -ENOSYS:
         return "not available (ENOSYS): I/O backend missing from this build or kernel";
     case -EPERM:

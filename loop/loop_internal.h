@@ -310,6 +310,15 @@ enum : uint32_t {
     TIMER_CLOCK_SHIFT = 8,
     TIMER_CLOCK_MASK = 3u << TIMER_CLOCK_SHIFT,
 };
+/* tl_timer::reserved while the timer is active: the owning loop's id mixed
+ * with the timer's own address. A handle used with another loop is refused
+ * by comparing it; and tl_timer_init, which gets no loop pointer, finds the
+ * loop of an active timer from it (loop_by_id), while a copy of an active
+ * timer, or fresh memory whose flags happen to say TIMER_ACTIVE, yields an id
+ * that names no live loop but by a 1 in 2^32 chance. */
+inline uint32_t timer_owner(uint32_t loop_id, const tl_timer *t) noexcept {
+    return loop_id ^ (uint32_t)(reinterpret_cast<uintptr_t>(t) >> 3);
+}
 inline constexpr int kClocks = 3; /* TL_CLOCK_MONOTONIC, _BOOTTIME, _REALTIME */
 inline constexpr unsigned timer_clock(const tl_timer *t) noexcept {
     return (t->flags & TIMER_CLOCK_MASK) >> TIMER_CLOCK_SHIFT;
@@ -488,6 +497,9 @@ struct tl_loop {
 };
 
 namespace tl::detail {
+/* The live loop whose id is id, or null (loop.cc keeps the list: loops
+   register in tl_loop_new and leave in tl_loop_free). Any thread. */
+tl_loop *loop_by_id(uint32_t id) noexcept;
 /* Runs the callbacks for n collected events; returns how many ran. */
 uint64_t io_dispatch(tl_loop *loop, int n) noexcept;
 /* Starts an internal watcher (does not keep the loop alive). */

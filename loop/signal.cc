@@ -12,9 +12,13 @@
  * signal that arrived and is still pending at that point is then delivered
  * the ordinary way, as if no loop had watched it.
  *
- * Two loops watching one signal compete for it (each instance goes to one of
- * them); watch a signal from one loop.
+ * A signal is watched by one loop at a time, process-wide: two loops watching
+ * it would compete for each instance (it goes to whichever reads it first),
+ * so a start on a second loop is refused with -EEXIST while the first has a
+ * watcher of it (signal_owner). Several watchers of one signal in one loop
+ * all run.
  */
+#include <atomic>
 #include <cerrno>
 #include <pthread.h>
 #include <sys/signalfd.h>
@@ -38,6 +42,22 @@ bool is_active(const tl_loop *loop, const tl_signal *s) noexcept {
     if (!is_marked(s->magic) || !(s->magic & HANDLE_ACTIVE)) return false;
     if (s->magic & HANDLE_INIT) return true;
     return s->loop != loop || list_contains(loop->signals, s);
+}
+
+/* The loop (its id) watching each signal, 0: none. Process-wide, as the
+   signals are. */
+std::atomic<uint32_t> signal_owner[_NSIG];
+
+/* Takes signo for loop; false if another loop has it. */
+bool claim_signal(const tl_loop *loop, int signo) noexcept {
+    uint32_t none = 0;
+    return signal_owner[signo].compare_exchange_strong(none, loop->id, std::memory_order_acq_rel) ||
+           none == loop->id;
+}
+
+void release_signal(const tl_loop *loop, int signo) noexcept {
+    uint32_t mine = loop->id;
+    signal_owner[signo].compare_exchange_strong(mine, 0, std::memory_order_acq_rel);
 }
 
 /* Per thread, because the signal mask is (pthread_sigmask). */
@@ -155,14 +175,20 @@ TL_API int tl_signal_start(tl_loop *loop, tl_signal *s, int signo, tl_signal_cb 
     uint32_t keep = is_marked(s->magic) ? s->magic & (HANDLE_INIT | HANDLE_UNREF) : 0;
 
     if (loop->signal_watchers[signo] == 0) {
+        if (!claim_signal(loop, signo)) return -EEXIST;
         sigset_t mask = loop->signal_mask;
         sigaddset(&mask, signo);
         int fd = signalfd(loop->signal_fd, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-        if (fd < 0) return -errno;
+        if (fd < 0) {
+            int err = -errno;
+            release_signal(loop, signo);
+            return err;
+        }
         if (loop->signal_fd < 0) {
             int r = io_start_internal(loop, &loop->signal_watcher, fd, on_signalfd);
             if (r < 0) {
                 close(fd);
+                release_signal(loop, signo);
                 return r;
             }
             loop->signal_fd = fd;
@@ -201,6 +227,7 @@ TL_API int tl_signal_stop(tl_loop *loop, tl_signal *s) {
         sigdelset(&loop->signal_mask, signo);
         signalfd(loop->signal_fd, &loop->signal_mask, SFD_NONBLOCK | SFD_CLOEXEC);
         thread_unwatch(signo);
+        release_signal(loop, signo);
     }
     return 0;
 }

@@ -6,8 +6,10 @@
  * in one of the loop's two lists of timers the backend does not hold: the
  * ready list (TIMER_QUEUED: popped, callback not run yet) and the deferred
  * list (TIMER_DEFERRED: started during a dispatch, already due). `reserved`
- * then holds the owning loop's id so that a handle used with the wrong loop is
- * refused instead of corrupting a structure. The flags layout is in
+ * then holds the owning loop's id, mixed with the timer's address
+ * (timer_owner), so that a handle used with the wrong loop is refused instead
+ * of corrupting a structure, and tl_timer_init can find the loop of a timer
+ * still active to stop it there. The flags layout is in
  * loop_internal.h.
  *
  * Dispatch is collect, then run (libuv's uv__run_timers and its ready queue,
@@ -34,11 +36,17 @@
  * each time), so callbacks may stop, restart or free any timer they stopped.
  *
  * The one case the deferral changes: a timer started during a dispatch with a
- * due deadline is inserted at the dispatch's end; if the backend cannot take
- * it then (a heap that cannot grow), it becomes inactive as a repeating timer
- * whose re-arm fails does. The wheels never fail an insert.
+ * due deadline is inserted at the dispatch's end, after its start returned 0.
+ * So that this insert cannot fail, the room for it is reserved when it is
+ * parked (the backend's reserve: a heap grows then, and the start returns
+ * -ENOMEM if it cannot), and every insert made while timers are parked keeps
+ * that room (reserve_parked). The wheels never fail an insert; a custom
+ * backend whose insert can fail and that has no reserve may still drop a
+ * parked timer, which then becomes inactive as a repeating timer whose
+ * re-arm fails does.
  */
 #include <cerrno>
+#include <cstdio>
 
 #include "loop_internal.h"
 #include "timers/dispatch.h"
@@ -49,7 +57,7 @@ using namespace tl::detail;
 namespace {
 
 bool owned_by_other(const tl_loop *loop, const tl_timer *t) noexcept {
-    return (t->flags & TIMER_ACTIVE) && t->reserved != loop->id;
+    return (t->flags & TIMER_ACTIVE) && t->reserved != timer_owner(loop->id, t);
 }
 
 /* A dispatch is running that could still pop a timer at deadline on clock c. */
@@ -76,19 +84,37 @@ bool must_defer(const tl_loop *loop, unsigned c, uint64_t deadline) noexcept {
         lend(loop, t);
 }
 
+/* Before t goes into instance self or the deferred list while a dispatch
+   runs: room in self for t and for every timer the dispatch may still insert
+   before it ends (the parked ones, and the ready ones, which a re-arm puts
+   back), so that the inserts at the dispatch's end cannot fail. Counting the
+   timers of every clock is more than one instance needs, never less.
+   0 or -ENOMEM. */
+[[gnu::noinline]] int reserve_parked(tl_loop *loop, void *self, const tl_timer *t) noexcept {
+    const tl_timer_backend *b = loop->timer_backend;
+    if (!b->reserve) return 0;
+    return b->reserve(self, t, loop->deferred.count + loop->ready.count + 1);
+}
+
 /* Pre: t in neither the backend nor a list; its clock bits say where it goes
    (that clock's instance exists). Puts t at deadline: in the deferred list if
    a dispatch is running that could still pop it, else in the backend.
-   Returns 0 or the backend's insert error. */
+   Returns 0 or the backend's insert (or reserve) error. */
 [[gnu::always_inline]] inline int place(tl_loop *loop, tl_timer *t, uint64_t deadline) noexcept {
     t->deadline = deadline;
     unsigned c = timer_clock(t);
-    if (must_defer(loop, c, deadline)) {
-        loop->deferred.append(t);
-        t->flags |= TIMER_DEFERRED;
-        return 0;
+    void *self = timers_of(loop, c);
+    const bool defer = must_defer(loop, c, deadline);
+    if (defer || loop->deferred.count) [[unlikely]] {
+        int r = reserve_parked(loop, self, t);
+        if (r < 0) return r;
+        if (defer) {
+            loop->deferred.append(t);
+            t->flags |= TIMER_DEFERRED;
+            return 0;
+        }
     }
-    return loop->timer_backend->insert(timers_of(loop, c), t);
+    return loop->timer_backend->insert(self, t);
 }
 
 /* Pre: t active. Post: t in neither the backend nor a list (still counted
@@ -115,7 +141,7 @@ void deactivate(tl_loop *loop, tl_timer *t) noexcept {
     int r = place(loop, t, deadline);
     if (r < 0) return r;
     t->flags |= TIMER_ACTIVE;
-    t->reserved = loop->id;
+    t->reserved = timer_owner(loop->id, t);
     handle_activated(loop, t->flags & TIMER_UNREF);
     return 0;
 }
@@ -306,7 +332,8 @@ uint64_t timers_dispatch(tl_loop *loop) noexcept {
                 dispatch_clock(loop, loop->clocks[c].timers, loop->dispatch_now[c], cap - fired);
     loop->dispatching = false;
 
-    /* The deferred timers, in start order: each is the newest insertion. */
+    /* The deferred timers, in start order: each is the newest insertion. Their
+       room was reserved when they were parked (place). */
     while (tl_timer *t = loop->deferred.head) {
         loop->deferred.unlink(t);
         t->flags &= ~TIMER_DEFERRED;
@@ -320,8 +347,37 @@ uint64_t timers_dispatch(tl_loop *loop) noexcept {
 
 extern "C" {
 
+namespace {
+
+/* tl_timer_init of a timer its flags say is active: if its owner tag names a
+   live loop, it is inside that loop's structures (the backend's links or a
+   list point at it), and zeroing it would leave them pointing at a handle
+   that no longer says so: a wheel then follows dead links, a heap runs it
+   twice. So it is stopped there first, as tl_timer_stop would. Memory that
+   only looks active (fresh, a copy, a freed loop's) names no live loop and
+   is left to be zeroed. libuv and libev leave this undefined; here it is a
+   stop, and a debug build says so on stderr, since it is a bug to fix (the
+   timer is not stopped where the program meant it to be). */
+[[gnu::noinline]] void stop_before_init(tl_timer *t) noexcept {
+    tl_loop *loop = loop_by_id(t->reserved ^ timer_owner(0, t));
+    if (!loop) return;
+#ifndef NDEBUG
+    check_loop_thread(loop, "tl_timer_init");
+    std::fprintf(stderr,
+                 "tickloop: tl_timer_init() on an active timer (%p): stopped it first; call "
+                 "tl_timer_stop before initialising a timer again\n",
+                 static_cast<void *>(t));
+#endif
+    disarm(loop, t);
+    TL_DEBUG_VERIFY(loop, "tl_timer_init of an active timer");
+}
+
+} // namespace
+
 TL_API void tl_timer_init(tl_timer *t, tl_timer_cb cb, void *data) {
     if (!t) return;
+    if (t->flags & TIMER_ACTIVE) [[unlikely]]
+        stop_before_init(t);
     *t = tl_timer{};
     t->cb = cb;
     t->data = data;

@@ -27,7 +27,8 @@
  * complete as ready every time, a busy loop; epoll refuses those (EPERM). An
  * EPOLL_CTL_MOD of the fd on a private, empty epoll set asks the kernel the
  * same question in one syscall: EBADF (not open), EPERM (cannot be polled),
- * or ENOENT (pollable: procfs and sysfs files included).
+ * or ENOENT (pollable: sysfs attributes and most procfs files included, but
+ * not the per-process ones such as /proc/self/stat, which epoll refuses too).
  *
  * Readiness bits: the kernel adds POLLRDHUP to every poll; epoll reports it
  * only when asked, and tickloop never asks. tl_events() ignores it, so a
@@ -36,9 +37,13 @@
  *
  * Batches: with DEFER_TASKRUN the kernel posts a bounded number (about 20) of
  * deferred completions per io_uring_enter and raises IORING_SQ_TASKRUN while
- * more wait; reap() keeps entering while that flag is up and the batch has
- * room, so 2,000 ready sockets take as many iterations as on epoll (8, at
- * kMaxEvents per wait) instead of about 100.
+ * more wait; reap() keeps entering while that flag is up, so 2,000 ready
+ * sockets take as many iterations as on epoll (8, at kMaxEvents per wait)
+ * instead of about 100. Each wait takes every completion there is, so none
+ * is delivered an iteration late (a stale readiness breaks level-triggered
+ * semantics: a drained pipe reported readable); a readiness that finds the
+ * iteration's batch full has its poll re-armed, and is reported at the next
+ * wait if the fd is still ready, as epoll re-checks its ready list.
  *
  * Timed waits are absolute where the kernel offers it (Linux 6.12:
  * IORING_REGISTER_CLOCK with CLOCK_MONOTONIC, then IORING_ENTER_ABS_TIMER):
@@ -60,6 +65,7 @@
  */
 #include "tl_config.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -636,12 +642,19 @@ private:
         }
     }
 
-    /* Turns the completions waiting in the CQ into at most cap events. */
-    int reap_ring(ReadyEvent *out, int cap) noexcept {
+    /* Turns the completions waiting in the CQ (up to kMaxEvents of them)
+       into events in out[*ready..cap). A readiness that finds the batch full
+       is not kept: by the next iteration it may be stale (the fd drained
+       meanwhile), so its poll is re-armed instead, and the kernel reports it
+       again then if the fd is still ready, as epoll re-checks its ready list
+       at each wait. *split is where those re-arms start in queue_ (SIZE_MAX
+       while there are none). A stream's completion carries data and cannot
+       be asked for again: one that finds the batch full stays in the CQ,
+       with every completion after it, for the next iteration (*full is then
+       set). Returns the CQEs consumed. */
+    unsigned reap_ring(ReadyEvent *out, int cap, int *ready, size_t *split, bool *full) noexcept {
         io_uring_cqe *cqes[kMaxEvents];
-        if (cap > kMaxEvents) cap = kMaxEvents;
-        unsigned n = io_uring_peek_batch_cqe(&ring_, cqes, (unsigned)cap);
-        int ready = 0;
+        unsigned n = io_uring_peek_batch_cqe(&ring_, cqes, kMaxEvents);
         for (unsigned i = 0; i < n; ++i) {
             uint64_t tag = io_uring_cqe_get_data64(cqes[i]);
             int res = cqes[i]->res;
@@ -654,37 +667,70 @@ private:
                 continue;
             }
             if (req_kind(tag) != REQ_POLL) {
-                stream_cqe(cqes[i], out, ready);
+                if (*ready == cap) {
+                    *full = true;
+                    io_uring_cq_advance(&ring_, i);
+                    return i;
+                }
+                stream_cqe(cqes[i], out, *ready);
                 continue;
             }
             IoSlot *slot = io_current(loop_, tag);
             if (!slot) continue; /* stale: the loop dropped this registration */
             slot->state &= ~kArmed;
+            if (res == -ECANCELED) continue;
+            if (*ready == cap) {
+                /* No room in this iteration: ask the kernel again at the
+                   next wait (a failed poll fails again and is reported
+                   then). */
+                if (*split == SIZE_MAX) *split = queue_count_;
+                enqueue(io_tag_fd(tag));
+                continue;
+            }
             if (res < 0) {
                 /* The poll itself failed (the fd was closed, say): report it
                    once and stay quiet, as epoll drops a closed fd. */
-                if (res != -ECANCELED) out[ready++] = ReadyEvent{tag, TL_ERROR};
+                out[(*ready)++] = ReadyEvent{tag, TL_ERROR};
                 continue;
             }
             enqueue(io_tag_fd(tag));
             unsigned revents = tl_events((uint32_t)res);
-            if (revents) out[ready++] = ReadyEvent{tag, revents};
+            if (revents) out[(*ready)++] = ReadyEvent{tag, revents};
         }
         io_uring_cq_advance(&ring_, n);
-        return ready;
+        return n;
     }
 
-    /* With DEFER_TASKRUN one io_uring_enter posts a bounded batch of
-       completions and leaves IORING_SQ_TASKRUN up while more are queued:
-       keep fetching while the batch has room. */
+    /* Takes every completion the kernel has for us, those in the CQ and,
+       with DEFER_TASKRUN, those it still holds as task work (posted a
+       bounded batch per io_uring_enter, IORING_SQ_TASKRUN up while more
+       wait), so that no completion waits in the ring across an iteration:
+       the events of one iteration are what the kernel said during its wait,
+       and the completions of the loop's own requests (updates, removals)
+       never take the place of readiness. At most cap become events; the
+       rest are re-armed (reap_ring), ahead of the polls of the fds reported
+       now, so that with more ready fds than a batch each gets its turn.
+       Bounded: each registration has at most one poll in flight and none is
+       re-armed before the next wait. */
     int reap(ReadyEvent *out, int cap) noexcept {
         if (cap > kMaxEvents) cap = kMaxEvents;
-        int ready = reap_ring(out, cap);
-        while (ready < cap && (IO_URING_READ_ONCE(*ring_.sq.kflags) & IORING_SQ_TASKRUN)) {
+        int ready = 0;
+        const size_t first = queue_count_;
+        size_t split = SIZE_MAX;
+        bool full = false;
+        for (unsigned round = 0; round < kCqEntries && !full; ++round) {
+            if (reap_ring(out, cap, &ready, &split, &full)) continue;
+            if (!(IO_URING_READ_ONCE(*ring_.sq.kflags) & IORING_SQ_TASKRUN)) break;
             int r = io_uring_get_events(&ring_);
             if (r < 0 && r != -EINTR && r != -EBUSY && r != -EAGAIN) break;
             if (!io_uring_cq_ready(&ring_)) break;
-            ready += reap_ring(out + ready, cap - ready);
+        }
+        if (split != SIZE_MAX && split > first) {
+            /* queue_[first, split): the fds reported now; [split, end): the
+               ones the batch had no room for. Those go first. */
+            std::rotate(queue_ + first, queue_ + split, queue_ + queue_count_);
+            for (size_t i = first; i < queue_count_; ++i)
+                loop_->io_slots[queue_[i]].index = (uint32_t)i;
         }
         return ready;
     }

@@ -52,7 +52,7 @@ void verify_timers(const tl_loop *loop, const TimerList &list, uint32_t flag, co
         if (++seen > list.count) broken("longer than its count");
         if (TimerList::prev_of(t) != prev) broken("prev link broken");
         if ((t->flags & TIMER_STATE) != (TIMER_ACTIVE | flag)) broken("member flags wrong");
-        if (t->reserved != loop->id) broken("member owned by another loop");
+        if (t->reserved != timer_owner(loop->id, t)) broken("member owned by another loop");
     }
     if (prev != list.tail) broken("tail is not its last timer");
     if (seen != list.count) broken("shorter than its count");

@@ -7,8 +7,10 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -352,4 +354,80 @@ Test(api, strerror_and_version) {
 
 Test(api, handle_sizes) {
     cr_assert(sizeof(tl_timer) <= 64, "sizeof(tl_timer) = %zu", sizeof(tl_timer));
+}
+
+/* tl_loop_new's -EINVAL and -ENOENT did not say which option or environment
+ * variable was refused ("Invalid argument" for TICKLOOP_IO=bogus). The
+ * thread's tl_loop_new_error() names it, with the value. */
+static void expect_new_error(const tl_loop_options *opts, int err, const char *const *words) {
+    tl_loop *loop = NULL;
+    int r = tl_loop_new(&loop, opts);
+    cr_assert(r == err, "tl_loop_new: %d %s, expected %d", r, tl_strerror(r), err);
+    cr_assert(loop == NULL);
+    const char *why = tl_loop_new_error();
+    cr_assert(why != NULL, "no detail for %s", tl_strerror(err));
+    for (; *words; ++words)
+        cr_assert(strstr(why, *words), "detail \"%s\" does not name \"%s\"", why, *words);
+}
+
+Test(api, loop_new_error_names_what_was_refused) {
+    tl_loop_options opts;
+    tl_loop_options_init(&opts);
+    cr_assert(tl_loop_new_error() == NULL, "a detail before any call");
+
+    setenv("TICKLOOP_IO", "bogus", 1);
+    expect_new_error(NULL, -EINVAL, (const char *[]){"TICKLOOP_IO", "bogus", "epoll", NULL});
+    setenv("TICKLOOP_IO", "EPOLL", 1);
+    expect_new_error(&opts, -EINVAL, (const char *[]){"TICKLOOP_IO", "EPOLL", NULL});
+    unsetenv("TICKLOOP_IO");
+
+    opts.wheel_slots = 1000;
+    expect_new_error(&opts, -EINVAL, (const char *[]){"wheel_slots", "1000", NULL});
+    opts.wheel_slots = 1u << 30; /* a power of two, more than the wheel takes */
+    opts.timers = "wheel";
+    expect_new_error(&opts, -EINVAL, (const char *[]){"wheel", "wheel_slots", NULL});
+    tl_loop_options_init(&opts);
+
+    opts.timers = "bogus";
+    expect_new_error(&opts, -ENOENT,
+                     (const char *[]){"tl_loop_options.timers", "bogus", "heap4", NULL});
+    opts.timers = NULL;
+    setenv("TICKLOOP_TIMERS", "nope", 1);
+    expect_new_error(&opts, -ENOENT, (const char *[]){"TICKLOOP_TIMERS", "nope", NULL});
+    unsetenv("TICKLOOP_TIMERS");
+
+    opts.reserved[3] = 1;
+    expect_new_error(&opts, -EINVAL, (const char *[]){"reserved[3]", NULL});
+    opts.reserved[3] = 0;
+    opts.timer_slack_ns = 2000000000ull;
+    expect_new_error(&opts, -EINVAL, (const char *[]){"timer_slack_ns", NULL});
+    opts.timer_slack_ns = 0;
+    memset(&opts.io, 0x7f, sizeof opts.io);
+    expect_new_error(&opts, -EINVAL, (const char *[]){"tl_loop_options.io", NULL});
+    cr_assert(tl_loop_new(NULL, NULL) == -EINVAL && tl_loop_new_error() != NULL);
+
+    /* A success clears it. */
+    tl_loop *loop = NULL;
+    cr_assert(tl_loop_new(&loop, NULL) == 0);
+    cr_assert(tl_loop_new_error() == NULL);
+    cr_assert(tl_loop_free(loop) == 0);
+}
+
+static void *other_thread_error(void *arg) {
+    (void)arg;
+    return (void *)tl_loop_new_error();
+}
+
+Test(api, loop_new_error_is_per_thread) {
+    tl_loop_options opts;
+    tl_loop_options_init(&opts);
+    opts.timers = "bogus";
+    tl_loop *loop = NULL;
+    cr_assert(tl_loop_new(&loop, &opts) == -ENOENT);
+    cr_assert(tl_loop_new_error() != NULL);
+    pthread_t th;
+    void *seen = (void *)1;
+    cr_assert(pthread_create(&th, NULL, other_thread_error, NULL) == 0);
+    cr_assert(pthread_join(th, &seen) == 0);
+    cr_assert(seen == NULL, "another thread sees this thread's detail");
 }

@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <netinet/in.h>
 #include <new>
@@ -375,4 +376,91 @@ Test(cpp_wrapper, stream_echo_through_a_listener) {
     tl_loop_stats_get(loop.get(), &st);
     cr_assert_eq(st.streams_active, 0);
     close(lfd);
+}
+
+// The messages come from the library (tl_strerror, tl_loop_new_error), not
+// the C library's text: an unknown backend's what() ended in "No such file
+// or directory", and TICKLOOP_IO=bogus said only "tl_loop_new: Invalid
+// argument". The codes still compare equal to std::errc.
+Test(cpp_wrapper, loop_errors_name_what_was_refused) {
+    try {
+        tickloop::Options o;
+        o.timers = "bogus";
+        tickloop::Loop loop(o);
+        cr_assert_fail("unknown backend accepted");
+    } catch (const std::system_error &e) {
+        std::string what = e.what();
+        cr_assert(what.find("No such file") == std::string::npos, "%s", e.what());
+        cr_assert(e.code() == std::errc::no_such_file_or_directory);
+        cr_assert_str_eq(e.code().category().name(), "tickloop");
+    }
+    setenv("TICKLOOP_IO", "bogus", 1);
+    try {
+        tickloop::Loop loop;
+        cr_assert_fail("TICKLOOP_IO=bogus accepted");
+    } catch (const std::system_error &e) {
+        cr_assert(e.code() == std::errc::invalid_argument);
+        std::string what = e.what();
+        cr_assert(what.find("TICKLOOP_IO='bogus'") != std::string::npos, "%s", e.what());
+    }
+    unsetenv("TICKLOOP_IO");
+    try {
+        tickloop::Options o;
+        o.wheel_slots = 1000;
+        tickloop::Loop loop(o);
+        cr_assert_fail("wheel_slots 1000 accepted");
+    } catch (const std::system_error &e) {
+        std::string what = e.what();
+        cr_assert(what.find("wheel_slots is 1000") != std::string::npos, "%s", e.what());
+    }
+}
+
+// Negative durations were clamped silently: start(-5s) fired at once and
+// start_at(t, -1s) made a one-shot timer. They are EINVAL, naming the
+// argument, and leave the timer as it was.
+static void expect_negative_refused(const std::function<void()> &call, const char *name) {
+    try {
+        call();
+        cr_assert_fail("%s: a negative duration accepted", name);
+    } catch (const std::system_error &e) {
+        cr_assert(e.code() == std::errc::invalid_argument, "%s: %s", name, e.what());
+        std::string what = e.what();
+        cr_assert(what.find("negative duration") != std::string::npos, "%s", e.what());
+    }
+}
+
+Test(cpp_wrapper, negative_durations_are_einval) {
+    tickloop::Loop loop;
+    int fired = 0;
+    tickloop::Timer t(loop, [&](tickloop::Timer &) { ++fired; });
+    expect_negative_refused([&] { t.start(-5s); }, "start(-5s)");
+    expect_negative_refused([&] { t.start(1ms, -1ms); }, "start(1ms, -1ms)");
+    cr_assert_not(t.active());
+    t.start(1h);
+    expect_negative_refused([&] { t.start(-1ns); }, "start(-1ns) of an active timer");
+    cr_assert(t.active());
+    cr_assert(t.deadline() > loop.now() + 30min, "the refused start moved the timer");
+    t.stop();
+    expect_negative_refused([&] { t.start_at(std::chrono::steady_clock::now() + 1h, -1s); },
+                            "start_at period -1s");
+    cr_assert_not(t.active());
+    expect_negative_refused([&] { t.set_leeway(-1ms); }, "set_leeway(-1ms)");
+    expect_negative_refused(
+        [&] {
+            tickloop::Options o;
+            o.tick = -1ms;
+            tickloop::Loop bad(o);
+        },
+        "Options::tick");
+    expect_negative_refused(
+        [&] {
+            tickloop::Options o;
+            o.timer_slack = -1us;
+            tickloop::Loop bad(o);
+        },
+        "Options::timer_slack");
+    // A time point before the epoch is only a time already past.
+    t.start_at(std::chrono::steady_clock::time_point(-1s));
+    loop.run(TL_RUN_NOWAIT);
+    cr_assert_eq(fired, 1);
 }

@@ -402,8 +402,10 @@ Test(examples, embed_glib_drives_timers_and_io_from_glib) {
 
 Test(examples, bad_arguments_exit_2_and_unknown_backend_exits_1) {
     struct child c;
-    const char *exes[] = {"TL_EXAMPLE_HELLO", "TL_EXAMPLE_HTTP_HELLO", "TL_EXAMPLE_IDLE_ECHO",
-                          "TL_EXAMPLE_DELAYED_TASKS", "TL_EXAMPLE_EMBED_POLL"};
+    const char *exes[] = {"TL_EXAMPLE_HELLO",      "TL_EXAMPLE_HTTP_HELLO",
+                          "TL_EXAMPLE_IDLE_ECHO",  "TL_EXAMPLE_DELAYED_TASKS",
+                          "TL_EXAMPLE_EMBED_POLL", "TL_EXAMPLE_CUSTOM_BACKEND",
+                          "TL_EXAMPLE_HELLO_CPP"};
     for (size_t i = 0; i < sizeof exes / sizeof exes[0]; i++) {
         char *bad[] = {(char *)example(exes[i]), "--no-such-option", "1", NULL};
         int status = run_to_end(&c, bad, EXIT_MS);
@@ -419,12 +421,99 @@ Test(examples, bad_arguments_exit_2_and_unknown_backend_exits_1) {
             (char *)example(exes[i]), "--timers", "no-such-backend", "--port", "0", NULL};
         if (i == 0 || i >= 3) unknown[3] = NULL; /* only http_hello and idle_echo take --port */
         status = run_to_end(&c, unknown, EXIT_MS);
-        /* Named, with the registered ones (not "No such file or directory"). */
+        /* Named, with the registered ones (not "No such file or directory"),
+           once, and nothing else printed (no table header, no other
+           backend's attempt). */
         cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 1 &&
                       strstr(c.log, "unknown timer backend 'no-such-backend'; registered: heap2, "
                                     "heap4, wheel, hwheel"),
                   "%s --timers no-such-backend: %s", unknown[0], c.log);
+        cr_expect(!strstr(c.log, "No such file"), "%s: %s", unknown[0], c.log);
+        const char *first = strstr(c.log, "no-such-backend");
+        cr_expect(first && !strstr(strchr(first, '\n') ? strchr(first, '\n') : first + 1,
+                                   "no-such-backend"),
+                  "%s: more than one message:\n%s", unknown[0], c.log);
     }
+}
+
+/* A wrong TICKLOOP_TIMERS or TICKLOOP_IO is reported once, naming the
+ * variable, and the program exits 1 (hello ignored TICKLOOP_TIMERS, since it
+ * named every backend itself, and said "Invalid argument" four times for
+ * TICKLOOP_IO=EPOLL). */
+Test(examples, bad_environment_is_reported_once) {
+    struct child c;
+    const char *exes[] = {"TL_EXAMPLE_HELLO", "TL_EXAMPLE_HELLO_CPP", "TL_EXAMPLE_DELAYED_TASKS",
+                          "TL_EXAMPLE_EMBED_POLL"};
+    const char *vars[][3] = {{"TICKLOOP_TIMERS", "bogus", "TICKLOOP_TIMERS"},
+                             {"TICKLOOP_IO", "EPOLL", "TICKLOOP_IO='EPOLL'"}};
+    for (size_t v = 0; v < 2; ++v) {
+        setenv(vars[v][0], vars[v][1], 1);
+        for (size_t i = 0; i < sizeof exes / sizeof exes[0]; i++) {
+            char *argv[] = {(char *)example(exes[i]), NULL};
+            int status = run_to_end(&c, argv, EXIT_MS);
+            cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 1, "%s with %s=%s: status %d: %s",
+                      argv[0], vars[v][0], vars[v][1], status, c.log);
+            const char *at = strstr(c.log, vars[v][2]);
+            cr_expect(at && !strstr(at + 1, vars[v][2]), "%s with %s=%s: not named once:\n%s",
+                      argv[0], vars[v][0], vars[v][1], c.log);
+            cr_expect(!strstr(c.log, "start/op"), "%s: a table header:\n%s", argv[0], c.log);
+        }
+        unsetenv(vars[v][0]);
+    }
+}
+
+/* Ctrl-C stops the whole program, exit 130 (the shell's convention), with no
+ * failure reported: hello stopped only the backend running and ran the
+ * others in full (exit 1); hello_cpp exited 1. */
+static int count_lines_with(const char *log, const char *what) {
+    int n = 0;
+    for (const char *p = strstr(log, what); p; p = strstr(p + 1, what)) ++n;
+    return n;
+}
+
+Test(examples, hello_stops_on_sigint) {
+    skip_unless_io_available();
+    struct child c;
+    char *argv[] = {(char *)example("TL_EXAMPLE_HELLO"), "--io", (char *)io_kind(), NULL};
+    child_start(&c, argv, 0);
+    uint64_t deadline = now_ms() + STARTUP_MS;
+    while (!strstr(c.log, " io=")) { /* the first backend's line: the second runs */
+        cr_assert(child_read(&c, 100) != 0, "exited early:\n%s", c.log);
+        cr_assert(now_ms() < deadline, "no output:\n%s", c.log);
+    }
+    cr_assert(kill(c.pid, SIGINT) == 0);
+    int status = child_wait(&c, EXIT_MS);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 130, "status %d, output:\n%s", status,
+              c.log);
+    cr_expect(strstr(c.log, "interrupted by SIGINT"), "output:\n%s", c.log);
+    size_t backends = tl_timer_backend_names(NULL, 0);
+    cr_expect(count_lines_with(c.log, " io=") < (int)backends,
+              "every backend ran after the SIGINT:\n%s", c.log);
+}
+
+Test(examples, hello_cpp_stops_on_sigint) {
+    skip_unless_io_available();
+    /* The run lasts 0.5 s: a slow machine may finish it before the signal
+       lands, so up to three tries. */
+    for (int attempt = 0; attempt < 3; ++attempt) {
+        struct child c;
+        char *argv[] = {(char *)example("TL_EXAMPLE_HELLO_CPP"), "--io", (char *)io_kind(), NULL};
+        child_start(&c, argv, 0);
+        uint64_t deadline = now_ms() + STARTUP_MS;
+        while (!strstr(c.log, "running for")) {
+            cr_assert(child_read(&c, 100) != 0, "exited early:\n%s", c.log);
+            cr_assert(now_ms() < deadline, "no output:\n%s", c.log);
+        }
+        cr_assert(kill(c.pid, SIGINT) == 0);
+        int status = child_wait(&c, EXIT_MS);
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && !strstr(c.log, "interrupted"))
+            continue; /* finished before the signal */
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 130, "status %d, output:\n%s", status,
+                  c.log);
+        cr_expect(strstr(c.log, "interrupted by SIGINT"), "output:\n%s", c.log);
+        return;
+    }
+    cr_skip_test("hello_cpp finished before SIGINT three times (a slow machine)");
 }
 
 /* ------------------------------------------------------------------------ */

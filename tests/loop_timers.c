@@ -429,6 +429,149 @@ BACKEND_TEST(timer, due_restart_in_callback_holds_back_no_other_timer) {
     free_loop(loop);
 }
 
+/* tl_timer_init on an active timer zeroed a handle its loop still held: the
+ * wheels then crashed, the heaps ran a callback twice, and a debug build
+ * aborted with an invariant message that did not name the cause. Such an
+ * init now stops the timer on its loop first. Three places an active timer
+ * can be: inside the backend, queued in a dispatch (popped, callback not run
+ * yet), parked (started due during a dispatch); a copy of an active timer,
+ * and memory whose flags merely look active, are just initialised. */
+struct reinit {
+    tl_timer t[6];
+    int fired[6];
+    int first_done;
+};
+
+static void on_reinit(tl_loop *loop, tl_timer *t) {
+    struct reinit *r = t->data;
+    int i = (int)(t - r->t);
+    r->fired[i]++;
+    if (i <= 1 && !r->first_done) {
+        /* t[0] and t[1] share a deadline: the other one is queued behind
+           this one (in whichever order the backend gives them); t[2] is
+           parked. */
+        r->first_done = 1;
+        tl_timer *other = &r->t[1 - i];
+        cr_assert(tl_timer_active(other));
+        tl_timer_init(other, on_reinit, r);
+        cr_assert(!tl_timer_active(other));
+        cr_assert(tl_timer_start(loop, &r->t[2], 0, 0) == 0);
+        tl_timer_init(&r->t[2], on_reinit, r);
+        cr_assert(!tl_timer_active(&r->t[2]));
+    }
+}
+
+BACKEND_TEST(timer, init_of_an_active_timer_stops_it_first) {
+    tl_loop *loop = new_loop(p->name);
+    static struct reinit r;
+    memset(&r, 0, sizeof r);
+    for (int i = 0; i < 6; ++i) tl_timer_init(&r.t[i], on_reinit, &r);
+    cr_assert(tl_timer_start(loop, &r.t[0], 1 * MS, 0) == 0);
+    cr_assert(tl_timer_start(loop, &r.t[1], 1 * MS, 0) == 0);
+    /* Inside the backend, beside others. */
+    cr_assert(tl_timer_start(loop, &r.t[3], 2 * MS, 0) == 0);
+    cr_assert(tl_timer_start(loop, &r.t[4], 3 * MS, 0) == 0);
+    cr_assert(tl_timer_start(loop, &r.t[5], 4 * MS, 0) == 0);
+    tl_timer_init(&r.t[4], on_reinit, &r);
+    cr_assert(!tl_timer_active(&r.t[4]));
+    /* A copy of an active timer is not the timer: initialising it leaves
+       the original alone. */
+    tl_timer copy = r.t[5];
+    tl_timer_init(&copy, on_reinit, &r);
+    cr_assert(tl_timer_active(&r.t[5]));
+    /* Memory that looks active but names no live loop. */
+    tl_timer junk;
+    memset(&junk, 0xa5, sizeof junk);
+    tl_timer_init(&junk, on_reinit, &r);
+    cr_assert(!tl_timer_active(&junk) && junk.flags == 0 && junk.reserved == 0);
+
+    tl_loop_stats st;
+    tl_loop_stats_get(loop, &st);
+    cr_assert(st.timers_active == 4, "%s: %llu timers active", p->name,
+              (unsigned long long)st.timers_active);
+    run_to_end(loop);
+    cr_assert(r.fired[0] + r.fired[1] == 1, "%s: t[0] ran %d times, t[1] %d", p->name, r.fired[0],
+              r.fired[1]);
+    int expect[6] = {r.fired[0], r.fired[1], 0, 1, 0, 1};
+    for (int i = 0; i < 6; ++i)
+        cr_assert(r.fired[i] == expect[i], "%s: timer %d ran %d times, expected %d", p->name, i,
+                  r.fired[i], expect[i]);
+    /* The re-initialised timers work as new ones. */
+    cr_assert(tl_timer_start(loop, &r.t[4], 1 * MS, 0) == 0);
+    run_to_end(loop);
+    cr_assert(r.fired[4] == 1, "%s", p->name);
+    free_loop(loop);
+}
+
+/* Allocation failure injection: while fail_aligned_alloc is set, every
+ * aligned_alloc fails, which is how the heap backends grow their arrays. This
+ * definition replaces the C library's for the whole test program, the
+ * library linked into it included. */
+static volatile int fail_aligned_alloc;
+void *aligned_alloc(size_t align, size_t size) {
+    if (fail_aligned_alloc) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    void *mem = NULL;
+    if (align < sizeof(void *)) align = sizeof(void *);
+    return posix_memalign(&mem, align, size) == 0 ? mem : NULL;
+}
+
+/* A timer started in a callback with a deadline already due is parked until
+ * the dispatch ends and inserted then. That insert failed when the heap could
+ * not grow by then (other starts in the same dispatch had filled it, and
+ * memory ran out): the timer became inactive, never ran, although its
+ * tl_timer_start had returned 0. Its room is now taken when it is parked. */
+#define ROOMY 5000
+struct roomy {
+    tl_timer first, parked, future[ROOMY];
+    int parked_fired, started, refused;
+};
+
+static void on_parked(tl_loop *loop, tl_timer *t) {
+    (void)loop;
+    ((struct roomy *)t->data)->parked_fired++;
+}
+
+static void on_roomy_first(tl_loop *loop, tl_timer *t) {
+    struct roomy *r = t->data;
+    int e = tl_timer_start(loop, &r->parked, 0, 0); /* due now: parked */
+    cr_assert(e == 0, "parked start: %s", tl_strerror(e));
+    /* Memory runs out; more timers are started until the backend is full. */
+    fail_aligned_alloc = 1;
+    for (int i = 0; i < ROOMY; ++i) {
+        e = tl_timer_start(loop, &r->future[i], (uint64_t)(i + 1) * 1000 * MS, 0);
+        if (e == -ENOMEM) {
+            r->refused++;
+            cr_assert(!tl_timer_active(&r->future[i]));
+            break;
+        }
+        cr_assert(e == 0, "start %d: %s", i, tl_strerror(e));
+        r->started++;
+    }
+}
+
+BACKEND_TEST(timer, due_start_in_callback_is_not_lost_when_memory_runs_out) {
+    tl_loop *loop = new_loop(p->name);
+    static struct roomy r;
+    memset(&r, 0, sizeof r);
+    tl_timer_init(&r.first, on_roomy_first, &r);
+    tl_timer_init(&r.parked, on_parked, &r);
+    for (int i = 0; i < ROOMY; ++i) tl_timer_init(&r.future[i], on_parked, &r);
+    cr_assert(tl_timer_start(loop, &r.first, 0, 0) == 0);
+    cr_assert(tl_loop_run(loop, TL_RUN_NOWAIT) == 1);
+    fail_aligned_alloc = 0;
+    cr_assert(tl_timer_active(&r.parked),
+              "%s: the timer started in the callback (start returned 0) was dropped "
+              "(%d timers started after it, %d refused)",
+              p->name, r.started, r.refused);
+    cr_assert(tl_loop_run(loop, TL_RUN_NOWAIT) == 1);
+    cr_assert(r.parked_fired == 1, "%s: parked timer ran %d times", p->name, r.parked_fired);
+    for (int i = 0; i < ROOMY; ++i) cr_assert(tl_timer_stop(loop, &r.future[i]) == 0);
+    free_loop(loop);
+}
+
 /* The dispatch collects and runs in chunks (256 timers, loop/timer.cc): a
  * timer a callback (re)starts as due at once must not be popped by a later
  * chunk of the same dispatch, and ties still run in start order across

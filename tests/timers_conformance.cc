@@ -555,8 +555,19 @@ size_t list_count(void *self) {
 }
 
 const tl_timer_backend sorted_list_backend = {
-    "test_sorted_list", list_create,      list_destroy, list_insert,        list_remove, nullptr,
-    list_next_expiry,   list_pop_expired, list_count,   TL_TIMER_CAP_EXACT, nullptr,     {},
+    "test_sorted_list",
+    list_create,
+    list_destroy,
+    list_insert,
+    list_remove,
+    nullptr,
+    list_next_expiry,
+    list_pop_expired,
+    list_count,
+    TL_TIMER_CAP_EXACT,
+    nullptr,
+    nullptr,
+    {},
 };
 
 bool names_contain(const char *name) {

@@ -15,7 +15,9 @@
  *   uint64_t next_expiry();   tl_timer *pop_expired(uint64_t now);
  *   size_t count() const;     const char *check() const;   (the walker)
  * and, optionally, uint64_t next_wakeup() (timer_backend.h: a backend that
- * keeps deadline order and lets the loop sleep into the timers' leeway).
+ * keeps deadline order and lets the loop sleep into the timers' leeway) and
+ * int reserve_room(const tl_timer *t, size_t n) (timer_backend.h's reserve:
+ * a backend whose insert allocates).
  * with the Pre/Post conditions of timer_backend.h.
  *
  * The instance lives in calloc'd memory (placement new, explicit destructor),
@@ -123,6 +125,15 @@ struct BackendGlue {
         else
             return impl(self).next_expiry();
     }
+    static constexpr bool kHasReserve = requires(Impl & i, const tl_timer *t) {
+        i.reserve_room(t, size_t{1});
+    };
+    static int reserve(void *self, const tl_timer *t, size_t n) noexcept {
+        if constexpr (kHasReserve)
+            return impl(self).reserve_room(t, n);
+        else
+            return 0;
+    }
     static size_t count(void *self) noexcept {
         return impl(self).count();
     }
@@ -146,6 +157,7 @@ constexpr tl_timer_backend make_backend(const char *name) noexcept {
                             G::count,
                             Impl::kCaps,
                             G::kHasNextWakeup ? G::next_wakeup : nullptr,
+                            G::kHasReserve ? G::reserve : nullptr,
                             {}};
 }
 

@@ -71,7 +71,7 @@
  *   the (cold) head only when two keys are equal: two runs of one deadline,
  *   which the open run makes rare. No entry orders before its parent.
  * - Sifts move a hole instead of swapping, writing each moved entry once.
- * - Arrays grow by doubling, only in insert, and never shrink. room_ is a
+ * - Arrays grow by doubling, only in insert and reserve_room, and never shrink. room_ is a
  *   count of timers every array in use can hold: H0 always (runs never
  *   outnumber timers), H1 and L once a timer with leeway was inserted
  *   (leeway_seen_), so that a reschedule moving a timer between H0 and H1
@@ -484,6 +484,15 @@ public:
         else
             push_leeway(t, t->deadline, timer_leeway(t));
         return 0;
+    }
+
+    /* Room for n timers more than are inside, t among them: the next n
+       inserts (t's included) then allocate nothing and cannot fail, since
+       no array shrinks. On -ENOMEM nothing changed. */
+    int reserve_room(const tl_timer *t, size_t n) noexcept {
+        const bool leeway = t && (t->flags & kLeewayMantissa) != 0;
+        if (count() + n <= room_ && (!leeway || leeway_seen_)) return 0;
+        return reserve(count() + n, leeway);
     }
 
     /* Pre: t inside. Post: t not inside; the rest still a heap. */

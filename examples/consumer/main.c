@@ -25,7 +25,10 @@ int main(void) {
     tl_loop *loop;
     int r = tl_loop_new(&loop, NULL);
     if (r < 0) {
-        fprintf(stderr, "consumer: tl_loop_new: %s\n", tl_strerror(r));
+        /* The library's account of what it refused (TICKLOOP_IO or
+           TICKLOOP_TIMERS from the environment, here). */
+        const char *why = tl_loop_new_error();
+        fprintf(stderr, "consumer: tl_loop_new: %s\n", why ? why : tl_strerror(r));
         return 1;
     }
     struct ticker ticker = {.ticks = 0};

@@ -31,7 +31,7 @@
 
 /* The one place the version lives; meson.build reads it from here. */
 #define TL_VERSION_MAJOR 0
-#define TL_VERSION_MINOR 2
+#define TL_VERSION_MINOR 3
 #define TL_VERSION_PATCH 0
 
 #ifndef TL_API
@@ -126,13 +126,27 @@ TL_STATIC_ASSERT(sizeof(tl_loop_options) == TL_LOOP_OPTIONS_SIZE,
 TL_API void tl_loop_options_init(tl_loop_options *opts);
 
 /* Creates a loop. opts may be NULL (defaults). On success stores the loop in
- * *out and returns 0. Errors: -EINVAL (out NULL, bad io kind, wheel_slots not a
- * power of two, a reserved word not zero, timer_slack_ns or collect_interval_ns above 1 s),
- * -ENOENT (unknown timer
- * backend name), -ENOSYS (io kind
- * not available in this build), -ENOMEM, or the kernel's errno from creating the poller (-EMFILE,
- * ...). Any thread; the loop is then used from one thread. */
+ * *out and returns 0. Errors: -EINVAL (out NULL, bad io kind, a TICKLOOP_IO
+ * value other than "epoll", "io_uring" or "auto" when io is TL_IO_AUTO,
+ * wheel_slots not a power of two or larger than the wheel backend takes, a
+ * reserved word not zero, timer_slack_ns or collect_interval_ns above 1 s,
+ * read_buffer_size or read_buffer_count out of range), -ENOENT (unknown timer
+ * backend name, from opts->timers or TICKLOOP_TIMERS), -ENOSYS (io kind not
+ * available in this build or kernel), -EPERM (io_uring asked for and
+ * refused by the kernel), -ENOMEM, or the kernel's errno from creating the
+ * poller (-EMFILE, ...). tl_loop_new_error() then says which option or
+ * environment variable was refused and why. Any thread; the loop is then
+ * used from one thread. */
 TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts);
+
+/* Why the last tl_loop_new() call of the calling thread failed, in words
+ * that name the option or environment variable and its value, e.g.
+ * `environment variable TICKLOOP_IO='EPOLL': not 'epoll', 'io_uring' or
+ * 'auto' (the values are lower-case)` or `tl_loop_options.wheel_slots is
+ * 1000: not a power of two`; NULL if that call succeeded or none was made.
+ * Per thread, like dlerror(3): the string stays valid and unchanged until
+ * the thread's next tl_loop_new(). Any thread. */
+TL_API const char *tl_loop_new_error(void);
 
 /* Frees a loop with no active handles. Returns 0, -EINVAL (NULL), or -EBUSY
  * while timers, I/O watchers, asyncs, signal watchers or hooks are active,
@@ -187,15 +201,22 @@ struct tl_timer {      /* fields the caller may read; at most 64 bytes       */
     uint32_t reserved;
 };
 
-/* Prepares a timer (inactive). Must be called once before any other use; t
- * must not be active. NULL t is ignored. Any thread (t not shared). */
+/* Prepares a timer (inactive). Must be called once before any other use.
+ * Called on a timer that is still active (a bug: stop it first), it stops it
+ * on its loop first, as tl_timer_stop would, so the loop stays consistent; it
+ * must then be called from that loop's thread, and a debug build of the
+ * library says so on stderr. A copy of an active timer, or fresh memory that
+ * merely looks like one, is just initialised. NULL t is ignored. Any thread
+ * (t not shared). */
 TL_API void tl_timer_init(tl_timer *t, tl_timer_cb cb, void *data);
 
 /* Starts t: deadline = tl_now(loop) + timeout_ns (saturating at UINT64_MAX,
  * "never"), then every repeat_ns if non-zero. Starting an active timer
  * reschedules it (the heartbeat pattern). Returns 0, -EINVAL (NULL loop or t,
- * t has no callback, t active on another loop), or -ENOMEM (a heap backend
- * could not grow; t is then inactive). Loop thread, callbacks included. */
+ * t has no callback, t active on another loop), -ENOMEM (a heap backend
+ * could not grow; t is then inactive), or -ENOSPC (t is not active and the
+ * loop already has tl_loop_options.max_timers active timers; t stays
+ * inactive). Loop thread, callbacks included. */
 TL_API int tl_timer_start(tl_loop *loop, tl_timer *t, uint64_t timeout_ns, uint64_t repeat_ns);
 
 /* Stops t. Returns 0 (also when t is not active) or -EINVAL (NULL arguments,
@@ -205,7 +226,7 @@ TL_API int tl_timer_stop(tl_loop *loop, tl_timer *t);
 
 /* Restarts t with timeout and repeat both equal to t->repeat, whether or not
  * it is active. Returns 0, -EINVAL (NULL arguments, or t->repeat == 0: t is
- * left as it was), or -ENOMEM as tl_timer_start. Loop thread. */
+ * left as it was), or -ENOMEM and -ENOSPC as tl_timer_start. Loop thread. */
 TL_API int tl_timer_again(tl_loop *loop, tl_timer *t);
 
 /* 1 if t is active (scheduled), 0 if not or if t is NULL. */
@@ -268,7 +289,9 @@ TL_API uint64_t tl_timer_leeway(const tl_timer *t);
  * moves it (to another clock too); starting it again with tl_timer_start
  * makes it a relative TL_CLOCK_MONOTONIC timer. Returns 0, -EINVAL (NULL
  * loop or t, unknown clock, no callback, t active on another loop), -ENOMEM,
- * -ENOSPC (max_timers). Loop thread, callbacks included. */
+ * -ENOSPC (max_timers), or the kernel's errno from creating the clock's
+ * timerfd, which the loop's first TL_CLOCK_BOOTTIME or TL_CLOCK_REALTIME
+ * timer opens (-EMFILE, ...). Loop thread, callbacks included. */
 TL_API int tl_timer_start_at(tl_loop *loop, tl_timer *t, tl_clock clock, uint64_t deadline_ns,
                              uint64_t period_ns);
 
@@ -313,8 +336,12 @@ TL_API void tl_io_init(tl_io *w, int fd, tl_io_cb cb, void *data);
  * events empty or unknown bits, active on another loop), -EBADF (fd < 0 or not
  * open), -EEXIST (another watcher of this loop watches fd), -EPERM (fd cannot
  * be polled: the rule is the kernel's, what epoll accepts, on every backend;
- * regular files, directories, /dev/null and /dev/zero are refused, procfs and
- * sysfs files accepted), -ENOMEM. Never -EBUSY. A peer's half-close
+ * regular files, directories, /dev/null and /dev/zero are refused; of procfs,
+ * the system-wide files are accepted (/proc/meminfo, /proc/mounts,
+ * /proc/sys/..., /proc/pressure/..., /proc/net/...) and of the per-process
+ * ones under /proc/<pid>/ only mounts, mountinfo and net/..., the others
+ * (stat, status, cmdline, maps, io, fdinfo/...) are refused; sysfs attribute
+ * files are accepted), -ENOMEM. Never -EBUSY. A peer's half-close
  * (shutdown(SHUT_WR)) is TL_READ (read() returns 0), not TL_HUP; TL_HUP means
  * both directions are closed. Loop thread. */
 TL_API int tl_io_start(tl_loop *loop, tl_io *w, unsigned events);
@@ -393,10 +420,13 @@ TL_API void tl_signal_init(tl_signal *s);
 /* Delivers signo to cb through a signalfd. While a watcher for signo exists
  * the signal is blocked in the thread that started it (block it in every
  * thread of a multi-threaded program, or another thread may receive it).
- * Several watchers of one signal all run. s need not be initialised
- * (tl_signal_init is recommended) and must not be active. Returns 0, -EINVAL (NULL arguments, signo
- * out of range, SIGKILL or SIGSTOP), -EBUSY (s already active), or the kernel's errno. Loop thread.
- */
+ * Several watchers of one signal in one loop all run. A signal is watched by
+ * one loop at a time in the process: while a loop has a watcher of signo, a
+ * start on another loop is refused with -EEXIST (two loops would compete for
+ * each instance). s need not be initialised (tl_signal_init is recommended)
+ * and must not be active. Returns 0, -EINVAL (NULL arguments, signo out of
+ * range, SIGKILL or SIGSTOP), -EBUSY (s already active), -EEXIST (another
+ * loop watches signo), or the kernel's errno. Loop thread. */
 TL_API int tl_signal_start(tl_loop *loop, tl_signal *s, int signo, tl_signal_cb cb, void *data);
 
 /* Stops s; the last watcher of a signal restores its blocked state. Returns 0
@@ -844,8 +874,9 @@ TL_API int tl_loop_lateness(tl_loop *loop, tl_lateness *out, int reset);
  * text, the message says it in the library's terms and names the errno:
  * -ENOENT from tl_loop_new is an unknown timer backend (not a missing file),
  * -ENOSPC is max_timers, -EBUSY an active handle or a busy loop, -EEXIST an
- * fd already watched or a backend name taken, -ENOSYS an I/O backend this
- * build or kernel lacks, -EPERM an fd that cannot be polled or io_uring
+ * fd already watched, a signal watched by another loop or a backend name
+ * taken, -ENOSYS an I/O backend this build or kernel lacks, -EPERM an fd that
+ * cannot be polled or io_uring
  * refused. Other values get the C library's text; positive values and values
  * below -4095 get "unknown error". Any thread. */
 TL_API const char *tl_strerror(int err);

@@ -4,10 +4,17 @@
  *
  * RAII handles, std::chrono durations, any callable as a callback. Errors
  * from the C layer become std::system_error here, in the wrapper, and only
- * here; their what() says what was wrong in the library's terms (an unknown
- * timer backend is named, with the registered ones). Callbacks are called
- * from C through noexcept trampolines: a callback that throws terminates the
- * program rather than unwinding through C frames.
+ * here: code() holds the errno (in tickloop::error_category(), which
+ * compares equal to std::errc values), and what() names the call and says
+ * what was wrong in the library's terms (tl_strerror; for a Loop, the
+ * option tl_loop_new refused, from tl_loop_new_error, such as an unknown
+ * timer backend with the registered ones). A negative duration is an
+ * error too (EINVAL, what() names the argument): a timeout, repeat, period,
+ * leeway, tick or slack below zero is a bug in the caller, never clamped to
+ * zero; only a time point before its clock's epoch, given to start_at, is
+ * simply a time already past. Callbacks are called from C through noexcept
+ * trampolines: a callback that throws terminates the program rather than
+ * unwinding through C frames.
  *
  * Handles (Timer, Io, Async, Signal, Hook, Stream, Listener) are neither
  * copyable nor movable: the loop holds their address while they are active. A handle stops itself
@@ -51,7 +58,7 @@ struct boot_clock {
     using time_point = std::chrono::time_point<boot_clock>;
     static constexpr bool is_steady = true;
     static time_point now() noexcept {
-        return time_point(nanoseconds((rep)tl_clock_now(TL_CLOCK_BOOTTIME)));
+        return time_point(nanoseconds(static_cast<rep>(tl_clock_now(TL_CLOCK_BOOTTIME))));
     }
 };
 
@@ -73,13 +80,41 @@ struct clock_of<boot_clock> {
     static constexpr tl_clock value = TL_CLOCK_BOOTTIME;
 };
 
+/* The library's errno values, with tl_strerror's messages ("too many
+   active timers (ENOSPC; ...)" rather than the C library's text, which can
+   mislead: ENOENT is an unknown timer backend, not a missing file). They
+   compare equal to the std::errc values of generic_category. */
+class ErrorCategory final : public std::error_category {
+public:
+    const char *name() const noexcept override { return "tickloop"; }
+    std::string message(int ev) const override { return tl_strerror(-ev); }
+    std::error_condition default_error_condition(int ev) const noexcept override {
+        return std::error_condition(ev, std::generic_category());
+    }
+};
+
+} // namespace detail
+
+/* The category of the std::system_error the wrapper throws. */
+inline const std::error_category &error_category() noexcept {
+    static const detail::ErrorCategory category;
+    return category;
+}
+
+namespace detail {
+
 inline int check(int r, const char *what) {
-    if (r < 0) throw std::system_error(-r, std::generic_category(), what);
+    if (r < 0) throw std::system_error(-r, error_category(), what);
     return r;
 }
 
-inline uint64_t to_ns(nanoseconds d) {
-    return d.count() < 0 ? 0 : (uint64_t)d.count();
+/* A duration as the C API's unsigned ns; negative is EINVAL (what names
+   the argument), never clamped. */
+inline uint64_t to_ns(nanoseconds d, const char *what) {
+    if (d.count() < 0)
+        throw std::system_error(EINVAL, error_category(),
+                                std::string(what) + ": negative duration");
+    return static_cast<uint64_t>(d.count());
 }
 
 /* Room for a lambda capturing a few pointers, or a member-function binding. */
@@ -139,6 +174,7 @@ struct Options {
     uint32_t max_timers = 0;               /* 0: unlimited; then start throws ENOSPC */
     uint32_t max_timers_per_iteration = 0; /* 0: the library default               */
     nanoseconds timer_slack{0};            /* 0: leave the thread's slack alone    */
+    nanoseconds collect_interval{0};       /* leeway lent to timers without one    */
     uint32_t read_buffer_size = 0;         /* streams' read buffers, bytes; 0: 16 KiB   */
     uint32_t read_buffer_count = 0;        /* buffers in the io_uring ring; 0: 256      */
 };
@@ -149,20 +185,6 @@ enum class Ownership { adopt, borrow };
 class Loop;
 
 namespace detail {
-
-/* "unknown timer backend 'bogus'; registered: heap2, heap4, wheel, hwheel" */
-inline std::string unknown_backend_message(const char *name) {
-    std::string msg = "unknown timer backend '";
-    msg += name ? name : "";
-    msg += "'; registered: ";
-    const char *names[64];
-    std::size_t n = tl_timer_backend_names(names, 64);
-    for (std::size_t i = 0; i < n && i < 64; ++i) {
-        if (i) msg += ", ";
-        msg += names[i];
-    }
-    return msg;
-}
 
 /* What every wrapper handle shares: its Loop, and a place in the Loop's list
  * of live handles so that a Loop destroyed first can tell. */
@@ -180,7 +202,9 @@ protected:
 
 private:
     friend class ::tickloop::Loop;
-    void (*detach_)(HandleBase *) noexcept; /* stops the C handle */
+    /* Stops the C handle; called by a Loop destroyed first (release builds
+       only: debug builds abort there instead). */
+    [[maybe_unused]] void (*detach_)(HandleBase *) noexcept;
     HandleBase *prev_ = nullptr, *next_ = nullptr;
 };
 
@@ -195,27 +219,28 @@ public:
         tl_loop_options_init(&opts);
         opts.io = options.io;
         opts.timers = options.timers.empty() ? nullptr : options.timers.c_str();
-        opts.tick_ns = detail::to_ns(options.tick);
+        opts.tick_ns = detail::to_ns(options.tick, "Options::tick");
         opts.wheel_slots = options.wheel_slots;
         opts.max_timers = options.max_timers;
         opts.max_timers_per_iteration = options.max_timers_per_iteration;
-        opts.timer_slack_ns = detail::to_ns(options.timer_slack);
+        opts.timer_slack_ns = detail::to_ns(options.timer_slack, "Options::timer_slack");
+        opts.collect_interval_ns =
+            detail::to_ns(options.collect_interval, "Options::collect_interval");
         opts.read_buffer_size = options.read_buffer_size;
         opts.read_buffer_count = options.read_buffer_count;
         int r = tl_loop_new(&loop_, &opts);
-        if (r == -ENOENT) {
-            /* The name came from options.timers or TICKLOOP_TIMERS. */
-            const char *name = opts.timers ? opts.timers : std::getenv("TICKLOOP_TIMERS");
-            throw std::system_error(ENOENT, std::generic_category(),
-                                    detail::unknown_backend_message(name));
+        if (r < 0) {
+            /* Which option or environment variable was refused, and why. */
+            const char *why = tl_loop_new_error();
+            throw std::system_error(-r, error_category(),
+                                    std::string("tl_loop_new: ") + (why ? why : "failed"));
         }
-        detail::check(r, "tl_loop_new");
     }
     /* Wraps a loop created with tl_loop_new: adopt frees it with the Loop,
        borrow leaves it to its owner. */
     explicit Loop(tl_loop *loop, Ownership ownership = Ownership::adopt)
         : loop_(loop), owned_(ownership == Ownership::adopt) {
-        if (!loop) throw std::system_error(EINVAL, std::generic_category(), "Loop(nullptr)");
+        if (!loop) throw std::system_error(EINVAL, error_category(), "Loop(nullptr)");
     }
     Loop(const Loop &) = delete;
     Loop &operator=(const Loop &) = delete;
@@ -284,8 +309,9 @@ public:
     }
     nanoseconds timeout() const noexcept {
         uint64_t ns = tl_loop_timeout(loop_);
-        return ns > (uint64_t)nanoseconds::max().count() ? nanoseconds::max()
-                                                         : nanoseconds((int64_t)ns);
+        return ns > static_cast<uint64_t>(nanoseconds::max().count())
+                   ? nanoseconds::max()
+                   : nanoseconds(static_cast<nanoseconds::rep>(ns));
     }
     /* In the child after fork(): new kernel objects, every handle kept. */
     void fork() {
@@ -340,27 +366,35 @@ public:
         : Timer(loop, [method, object](Timer &t) { (object->*method)(t); }) {}
     ~Timer() { tl_timer_stop(raw(), &timer_); }
 
-    /* (Re)starts: first after timeout, then every repeat if non-zero. */
+    /* (Re)starts: first after timeout, then every repeat if non-zero. A
+       negative timeout or repeat throws EINVAL (the timer is left as it
+       was). */
     void start(nanoseconds timeout, nanoseconds repeat = nanoseconds(0)) {
-        detail::check(tl_timer_start(raw(), &timer_, detail::to_ns(timeout), detail::to_ns(repeat)),
-                      "tl_timer_start");
+        uint64_t timeout_ns = detail::to_ns(timeout, "Timer::start: timeout");
+        uint64_t repeat_ns = detail::to_ns(repeat, "Timer::start: repeat");
+        detail::check(tl_timer_start(raw(), &timer_, timeout_ns, repeat_ns), "tl_timer_start");
     }
     /* Starts at an absolute time of steady_clock (TL_CLOCK_MONOTONIC),
        system_clock (TL_CLOCK_REALTIME: follows wall-clock steps) or
        boot_clock (TL_CLOCK_BOOTTIME); with a period, periodic without drift
-       (missed periods skipped). See tl_timer_start_at. */
+       (missed periods skipped). See tl_timer_start_at. A time before the
+       clock's epoch is a time already past (it fires in the next
+       iteration); a negative period throws EINVAL. */
     template <class Clock, class Duration>
     void start_at(std::chrono::time_point<Clock, Duration> when,
                   nanoseconds period = nanoseconds(0)) {
+        uint64_t period_ns = detail::to_ns(period, "Timer::start_at: period");
         auto since = std::chrono::duration_cast<nanoseconds>(when.time_since_epoch());
-        detail::check(tl_timer_start_at(raw(), &timer_, detail::clock_of<Clock>::value,
-                                        detail::to_ns(since), detail::to_ns(period)),
-                      "tl_timer_start_at");
+        uint64_t at = since.count() < 0 ? 0 : static_cast<uint64_t>(since.count());
+        detail::check(
+            tl_timer_start_at(raw(), &timer_, detail::clock_of<Clock>::value, at, period_ns),
+            "tl_timer_start_at");
     }
     /* How late it may fire, from its next start on (stored with 16
-       significant bits, rounded down). */
+       significant bits, rounded down). Negative throws EINVAL. */
     void set_leeway(nanoseconds leeway) {
-        detail::check(tl_timer_set_leeway(&timer_, detail::to_ns(leeway)), "tl_timer_set_leeway");
+        uint64_t ns = detail::to_ns(leeway, "Timer::set_leeway");
+        detail::check(tl_timer_set_leeway(&timer_, ns), "tl_timer_set_leeway");
     }
     nanoseconds leeway() const noexcept { return nanoseconds(tl_timer_leeway(&timer_)); }
     tl_clock clock() const noexcept { return tl_timer_clock(&timer_); }

@@ -97,13 +97,24 @@ typedef struct tl_timer_backend {
        over the timers inside of deadline + leeway, and at least
        next_expiry(); UINT64_MAX when empty. */
     uint64_t (*next_wakeup)(void *self);
+    /* Optional (NULL: not provided; a backend whose insert cannot fail needs
+       none). Makes room for n more timers than are inside now, t among them
+       (its leeway read as insert would read it), so that that many inserts
+       return 0 without allocating. Returns 0, or -ENOMEM with nothing
+       changed. The loop calls it when it accepts a timer that it will
+       insert only later (one started during a dispatch with a deadline
+       already due waits for the dispatch's end): tl_timer_start has then
+       already returned 0, and an insert failing at that point would drop
+       the timer. Without it, such a timer whose insert fails becomes
+       inactive. */
+    int (*reserve)(void *self, const tl_timer *t, size_t n);
     /* ABI: the struct has a fixed size, TL_TIMER_BACKEND_SIZE bytes, for the
        life of the soname (docs/abi.md). An operation added later is an
        optional pointer in place of a reserved word, NULL meaning "not
        provided", so a backend written before it existed keeps working.
        Leave them zero (a static const object with designated initialisers
        does); tl_timer_backend_register() returns -EINVAL otherwise.        */
-    void *reserved[5];
+    void *reserved[4];
 } tl_timer_backend;
 
 #define TL_TIMER_BACKEND_SIZE 128
