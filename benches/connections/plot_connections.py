@@ -1,4 +1,5 @@
 #!/ usr / bin / env python3
+# SPDX-License-Identifier: MIT
 #SPDX - License - Identifier : MIT
 """plot_connections.py: charts the TSV that benches/connections/run.py --out writes.
 
