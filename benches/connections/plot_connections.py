@@ -1,6 +1,5 @@
-#!/ usr / bin / env python3
+#!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-#SPDX - License - Identifier : MIT
 """plot_connections.py: charts the TSV that benches/connections/run.py --out writes.
 
 Usage: plot_connections.py TABLE.tsv OUT.png [TITLE]
