@@ -24,6 +24,7 @@
  */
 #include <algorithm>
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -673,4 +674,43 @@ Test(wheels, leeway_with_other_ticks_slot_counts_and_the_end_of_time) {
             cr_assert(h.size() == 0, "%s tick %llu: %zu timers left", c.name,
                       (unsigned long long)tick, h.size());
         }
+}
+
+Test(wheels, one_tick_of_leeway_or_less_is_honoured_per_tick) {
+    /* A wheel fires each tick's timers together once the tick has passed:
+       with the loop waking at next_expiry, that is one wake-up per tick
+       that holds a timer, and every timer inside [deadline, deadline + one
+       tick). So a leeway of one tick (or 1.5) is kept exactly, and one of
+       half a tick whenever the deadline lies in the last half of its tick. */
+    const uint64_t leeways[] = {kTick, kTick + kTick / 2, kTick / 2};
+    for (const char *name : kWheels)
+        for (uint64_t start : kStarts)
+            for (uint64_t leeway : leeways) {
+                Harness h(name, start);
+                h.walk_every(64);
+                std::vector<Item> items = make_items(1000);
+                Rng rng{31};
+                std::set<uint64_t> ticks;
+                for (Item &it : items) {
+                    uint64_t d = start + 1 + rng.below(300 * kTick);
+                    /* Half a tick: only deadlines in a tick's second half. */
+                    if (leeway < kTick && d % kTick != 0 && d % kTick < kTick / 2) d += kTick / 2;
+                    ticks.insert((d + kTick - 1) / kTick);
+                    h.insert(it, d, leeway);
+                }
+                size_t wakeups = 0;
+                while (h.size()) {
+                    uint64_t now = std::max(h.now(), h.next_expiry());
+                    std::vector<Item *> got = h.drain(now);
+                    if (got.empty()) continue;
+                    ++wakeups;
+                    for (Item *it : got)
+                        cr_assert(now <= it->latest,
+                                  "%s, leeway %llu: deadline %llu fired at %llu, after its window",
+                                  name, (unsigned long long)leeway,
+                                  (unsigned long long)it->timer.deadline, (unsigned long long)now);
+                }
+                cr_assert(wakeups <= ticks.size(), "%s: %zu wake-ups for %zu ticks holding a timer",
+                          name, wakeups, ticks.size());
+            }
 }
