@@ -13,7 +13,9 @@
  *              count is exact), the other 100,000 fire. Phases: schedule,
  *              cancel, fire (a blocking run until all 100,000 have fired).
  *   heartbeat  1,000,000 timers of 30 s, then 10,000,000 restarts of random
- *              ones to 30 s again; nothing fires.
+ *              ones to 30 s again. A timer fires only if the restart phase
+ *              outlasts 30 s and no restart reached it meanwhile (an idle
+ *              connection timing out): `fired` counts those.
  *
  * The C/C++ loops run one non-blocking iteration every 256 operations of the
  * schedule, cancel and restart phases, as an application's loop would between
@@ -372,11 +374,6 @@ int heartbeat(Ops &ops) {
 
     for (size_t i = 0; i < n; ++i) ops.stop(timers[i]);
     ops.close(timers.get(), n);
-    if (ops.log.count) {
-        std::fprintf(stderr, "%s: %" PRIu64 " heartbeat timers fired\n", ops.label().c_str(),
-                     ops.log.count);
-        return 1;
-    }
     return 0;
 }
 
