@@ -128,12 +128,14 @@ Test(wheels, fire_on_the_tick_boundary_never_early) {
             /* At d1's boundary: d0 and d1, not d2. */
             std::vector<Item *> got = h.drain(d1);
             cr_assert(got.size() == 2, "%s: %zu popped at the boundary", name, got.size());
-            /* Unaligned d0 goes first within the tick (floor order holds too). */
+            /* Within the tick, in start order. */
             cr_assert(got[0] == &items[0] && got[1] == &items[1], "%s: order within the tick",
                       name);
-            cr_assert(h.drain(d2 - 1).empty());
-            got = h.drain(d2);
-            cr_assert(got.size() == 1 && got[0] == &items[2], "%s: exact deadline not popped",
+            /* d2 is due when its tick has passed, not at its deadline. */
+            cr_assert(h.drain(d2).empty(), "%s: popped before its tick ended", name);
+            cr_assert(h.drain(d1 + kTick - 1).empty(), "%s: popped before its tick ended", name);
+            got = h.drain(d1 + kTick);
+            cr_assert(got.size() == 1 && got[0] == &items[2], "%s: not popped at its tick's end",
                       name);
         }
 }
@@ -208,8 +210,9 @@ Test(wheels, deadline_zero_and_overdue_deadlines_are_due_at_once) {
         /* Move the wheel on, so that cur is well past the overdue deadlines. */
         cr_assert(b->pop_expired(self, now + 10 * kTick + 3) == nullptr);
         now += 10 * kTick + 3;
-        std::vector<Item> items = make_items(4);
-        const uint64_t deadlines[] = {0, 1, now - kTick, now};
+        std::vector<Item> items = make_items(5);
+        /* Overdue: every deadline whose tick has passed, up to now's tick. */
+        const uint64_t deadlines[] = {0, 1, now - kTick, now / kTick * kTick};
         for (size_t i = 0; i < 4; ++i) {
             items[i].timer.deadline = deadlines[i];
             cr_assert(b->insert(self, &items[i].timer) == 0);
@@ -227,6 +230,17 @@ Test(wheels, deadline_zero_and_overdue_deadlines_are_due_at_once) {
         }
         cr_assert(n == 4, "%s: %zu of 4 overdue timers popped", name, n);
         cr_assert(b->count(self) == 0 && b->next_expiry(self) == UINT64_MAX);
+        /* A deadline inside now's tick (passed, but the tick has not) waits
+           for the tick's end, like the rest of the tick. */
+        items[4].timer.deadline = now - 1;
+        cr_assert(b->insert(self, &items[4].timer) == 0);
+        uint64_t end = (now / kTick + 1) * kTick;
+        cr_assert(b->next_expiry(self) == end, "%s: next_expiry %llu, tick end %llu", name,
+                  (unsigned long long)b->next_expiry(self), (unsigned long long)end);
+        cr_assert(b->pop_expired(self, end - 1) == nullptr, "%s: popped before the tick's end",
+                  name);
+        cr_assert(b->pop_expired(self, end) == &items[4].timer);
+        now = end;
         /* A removed overdue timer leaves nothing behind. */
         items[0].timer.deadline = 0;
         cr_assert(b->insert(self, &items[0].timer) == 0);
@@ -495,9 +509,13 @@ LeewayDrive drive_by_expiry(Harness &h, uint64_t grid_ticks) {
         empty = 0;
         ++out.wakeups;
         for (Item *it : got) {
-            cr_assert(now <= it->latest, "%s: deadline %llu, window to %llu, fired at %llu: late",
-                      h.name(), (unsigned long long)it->timer.deadline,
-                      (unsigned long long)it->latest, (unsigned long long)now);
+            /* The window, or the end of the deadline's tick if that is later. */
+            uint64_t d = it->timer.deadline;
+            uint64_t up = d % h.tick() ? h.tick() - d % h.tick() : 0;
+            uint64_t bound = std::max(it->latest, d > UINT64_MAX - up ? UINT64_MAX : d + up);
+            cr_assert(now <= bound, "%s: deadline %llu, window to %llu, fired at %llu: late",
+                      h.name(), (unsigned long long)d, (unsigned long long)it->latest,
+                      (unsigned long long)now);
             if (grid_ticks)
                 cr_assert(now % (grid_ticks * h.tick()) == 0,
                           "%s: deadline %llu fired at %llu, off the %llu-tick grid", h.name(),

@@ -7,11 +7,11 @@
  * Time is counted in ticks of tick_ns. A timer's fire tick is
  * e = ceil(deadline / tick_ns), the first tick boundary at or after its
  * deadline. pop_expired(now) returns every timer with e <= floor(now / tick_ns)
- * (at now == UINT64_MAX, when every deadline has passed, all of them), and
- * also those of the next tick whose deadline is already <= now, so that
- * next_expiry() can report the earliest deadline itself (a wait never ends
- * before it, and never ends a whole tick after it). The wheel keeps its own
- * position `cur`, at most one tick past the last now it was given.
+ * (at now == UINT64_MAX, when every deadline has passed, all of them): a
+ * tick's timers come out together once the tick has passed, and
+ * next_expiry() is the instant of the first tick that holds one, so the loop
+ * wakes at most once per such tick. The wheel keeps its own position `cur`,
+ * at most one tick past the last now it was given.
  *
  * Layout: kLevels levels of 64 slots, each slot a circular doubly-linked list
  * threaded through tl_timer::link, one 64-bit occupancy word per level and a
@@ -20,17 +20,17 @@
  * in which e and cur differ, slot s = the digit of e in that group. A level-0
  * slot is one tick; a level-L slot spans 64^L ticks and starts at
  * start(L, s) = (cur with the bits of levels <= L cleared) | s << 6L. A
- * "ready" list holds timers already found due: those of a partly elapsed tick
- * whose deadline has passed, and any inserted with e < cur. The vocabulary
- * (fire tick, cur, slot, ready, lazy) and the tick arithmetic, bitmap and
- * ready-list code are shared with wheel.cc (wheel_core.h).
+ * "ready" list holds timers already found due by a cascade, and any inserted
+ * with e < cur. The vocabulary (fire tick, cur, slot, ready, lazy, order)
+ * and the tick arithmetic, bitmap and ready-list code are shared with
+ * wheel.cc (wheel_core.h).
  *
  * The levels at the default tick (1 ms; wheel_core.h). A timer whose fire
  * tick is d ticks after cur files at the level whose range covers d; a slot
  * of level L spans 64^L ticks, and the timer is cascaded down one level or
  * more when its slot comes due, so it still fires within one tick of its
  * deadline at every level (unlike the kernel's wheel, which fires a level's
- * timers at its granularity):
+ * timers at its granularity, unless their leeway allows it: see below):
  *
  *   level | slot span (ticks) | slot span at 1 ms | deltas it holds, up to
  *   ------+-------------------+-------------------+----------------------
@@ -59,27 +59,35 @@
  *   e >= start + 64^L, and the timer is re-filed when its slot comes due (as
  *   tokio and Kafka's purgatory do). A slot never holds a timer it would fire
  *   early: e >= start(L, s).
- * - slot_min[L][s] is a lower bound of the deadlines in the slot and lies
- *   within the slot's ticks, so max(slot_min, first ns of the slot) of the
- *   first slot is a lower bound of every deadline inside: next_expiry. A cancel
- *   leaves it stale but low, which is safe; the pop it causes refreshes it.
+ * - slot_min[L][s] is a lower bound of the due times (fire tick instants) in
+ *   the slot and lies within the slot's ticks, so max(slot_min, first ns of
+ *   the slot) of the first slot is a lower bound of every due time inside:
+ *   next_expiry. A cancel leaves it stale but low, which is safe; the pop it
+ *   causes refreshes it.
  * - Ready timers have e <= cur, or a deadline that had passed when a cascade
  *   put them there; ready_min is a lower bound of their deadlines.
  * - Occupancy bits are set exactly for the non-empty slots, summary bits
  *   exactly for the non-empty levels, and count is the number of timers.
+ *   unsorted0 marks level-0 slots that hold a timer placed out of start
+ *   order since the slot was last sorted.
+ * - Slots are FIFO lists. A slot of level L < top covers ticks of one slot of
+ *   level L + 1, and is filed into directly only once cur has entered that
+ *   slot, that is after it was cascaded; so a cascade appends into an empty
+ *   slot, and timers not marked kMoved stay in start order at every level.
  *
  * Expiry: when the first slot's start is <= now's tick, cur moves to that
- * start. A level-0 slot's timers are returned (lazy ones never reach level 0,
- * they are re-filed by the cascade that empties their slot); a higher
+ * start. A level-0 slot's timers are returned, sorted by (deadline, start
+ * sequence) first if unsorted0 says so (lazy ones never reach level 0, they
+ * are re-filed by the cascade that empties their slot); a higher
  * slot is cascaded: its timers are re-filed relative to the new cur, which puts
  * each in a lower level. A timer thus moves at most kLevels - 1 times and fires
  * within the tick after its deadline at any level; a jump of now costs
  * O(occupied slots + timers moved), never O(ticks), since empty slots are
  * skipped through the bitmaps.
  *
- * Within a tick, timers whose deadline is not a multiple of tick_ns are
- * returned before those that are, so the order is monotonic both in the fire
- * tick and in floor(deadline / tick_ns).
+ * Order: tick by tick; within a tick in filing order, or in (deadline, start
+ * sequence) order when a timer of the tick was placed out of start order
+ * (wheel_core.h, "order"), so equal deadlines fire in start order.
  *
  * Leeway (wheel_core.h): a timer's fire tick is on its grid, and it is due
  * at that tick's instant. A grid of 64^L ticks or more puts the fire tick at
@@ -110,7 +118,8 @@ constexpr unsigned kLevels = (64 + kSlotBits - 1) / kSlotBits;
 static_assert(kLevels <= 64, "the summary word has one bit per level");
 
 /* Node: link[0] = next, link[1] = prev, link[2] = slot id (level * 64 +
- * slot, or kReady) and the lazy mark (wheel_core.h). */
+ * slot, or kReady), the grid, the lazy and moved marks and the start
+ * sequence (wheel_core.h). */
 static_assert(3 * sizeof(uintptr_t) <= timer_link_bytes, "hwheel node fits in tl_timer.link");
 static_assert(kLevels * kSlots < kReady, "slot ids stay below kReady");
 
@@ -128,7 +137,9 @@ class HWheel : public MallocNew, public GridEntry<HWheel> {
     tl_timer *slots_[kLevels][kSlots] = {};
     uint64_t slot_min_[kLevels][kSlots]; /* ns; meaningful for occupied slots only */
     uint64_t occupied_[kLevels] = {};
-    uint64_t levels_ = 0; /* bit L: occupied_[L] != 0 */
+    uint64_t levels_ = 0;    /* bit L: occupied_[L] != 0 */
+    uint64_t unsorted0_ = 0; /* bit s: level-0 slot s holds a kMoved timer, unsorted */
+    uint32_t seq_ = 0;       /* the last start sequence given */
     ReadyList ready_;
     uint64_t cur_;
     size_t count_ = 0;
@@ -146,19 +157,28 @@ class HWheel : public MallocNew, public GridEntry<HWheel> {
 
     static uint64_t span(unsigned level) noexcept { return uint64_t(1) << (kSlotBits * level); }
 
+    /* A start: the next start sequence, not moved. */
+    uintptr_t started() noexcept { return sequence_bits(++seq_); }
+
     /* Pre: t in no list, e = t's fire tick on grid (its grid bits). Post: t
-       filed relative to cur (in the ready list if e < cur), bitmaps and
-       minimum updated. Does not touch count. */
-    void file(tl_timer *t, uint64_t e, uintptr_t grid) noexcept {
+       started: appended relative to cur with a new start sequence (in the
+       ready list if e < cur), bitmaps and minimum updated. Does not touch
+       count. */
+    void file(tl_timer *t, uint64_t e, uintptr_t grid) noexcept { place(t, e, grid, started()); }
+
+    /* Pre and post as file(), with order = the order bits t gets. */
+    void place(tl_timer *t, uint64_t e, uintptr_t grid, uintptr_t order) noexcept {
         if (e < cur_) {
-            ready_.push(t, true);
+            /* Behind the timers already found due: sorted among them. */
+            t->link[2] = order | kMoved;
+            ready_.push(t);
             return;
         }
         unsigned level = level_of(cur_, e);
         unsigned slot = unsigned(e >> (kSlotBits * level)) & (kSlots - 1);
         tl_timer *&head = slots_[level][slot];
         uint64_t &min = slot_min_[level][slot];
-        uint64_t due = clock_.due(t->deadline, e, grid);
+        uint64_t due = clock_.due(e);
         if (!head) {
             min = due;
             occupied_[level] |= bit(slot);
@@ -166,8 +186,16 @@ class HWheel : public MallocNew, public GridEntry<HWheel> {
         } else if (due < min) {
             min = due;
         }
-        list_push(head, t, !clock_.aligned(t->deadline, e));
-        t->link[2] = grid | uintptr_t(level * kSlots + slot);
+        list_push(head, t, false);
+        t->link[2] = order | grid | uintptr_t(level * kSlots + slot);
+        if (level == 0 && (order & kMoved)) unsorted0_ |= bit(slot);
+    }
+
+    /* The level-0 slot emptied (its unsorted mark goes with it). */
+    void emptied(unsigned level, unsigned slot) noexcept {
+        occupied_[level] &= ~bit(slot);
+        if (!occupied_[level]) levels_ &= ~bit(level);
+        if (level == 0) unsorted0_ &= ~bit(slot);
     }
 
     /* Pre: t inside. Post: t in no list; bits cleared if its slot emptied.
@@ -181,17 +209,13 @@ class HWheel : public MallocNew, public GridEntry<HWheel> {
         unsigned level = id / kSlots, slot = id % kSlots;
         tl_timer *&head = slots_[level][slot];
         list_unlink(head, t);
-        if (!head) {
-            occupied_[level] &= ~bit(slot);
-            if (!occupied_[level]) levels_ &= ~bit(level);
-        }
+        if (!head) emptied(level, slot);
     }
 
     /* Detaches the whole list of (level, slot), as a NULL-terminated chain. */
     tl_timer *take_slot(unsigned level, unsigned slot) noexcept {
         tl_timer *t = list_take(slots_[level][slot]);
-        occupied_[level] &= ~bit(slot);
-        if (!occupied_[level]) levels_ &= ~bit(level);
+        emptied(level, slot);
         return t;
     }
 
@@ -202,9 +226,10 @@ class HWheel : public MallocNew, public GridEntry<HWheel> {
        (inside their window: the slot is emptied no later than its least due
        time, and only once now reaches that, so that nothing comes out
        before next_expiry); the others re-filed, each at a lower level (or
-       where a lazy deadline now says). So a timer on a grid of 64^level ticks
-       or more, whose fire tick starts its slot, is never cascaded, and one on
-       a finer grid is not either once its deadline has passed. */
+       where a lazy deadline now says), in slot order, each keeping its start
+       sequence and moved mark. So a timer on a grid of 64^level ticks or
+       more, whose fire tick starts its slot, is never cascaded, and one on a
+       finer grid is not either once its deadline has passed. */
     void cascade(unsigned level, unsigned slot, uint64_t slot_start, uint64_t now) noexcept {
         uint64_t early = slot_min_[level][slot] <= now ? now : 0;
         tl_timer *t = take_slot(level, slot);
@@ -213,30 +238,12 @@ class HWheel : public MallocNew, public GridEntry<HWheel> {
             tl_timer *n = next_of(t);
             uintptr_t grid = t->link[2] & kGridMask;
             uint64_t f = clock_.fire_tick(t->deadline, grid);
-            if (f == slot_start ? clock_.due(t->deadline, f, grid) <= now
-                                : grid && t->deadline <= early) {
-                ready_.push(t, !clock_.aligned(t->deadline, f));
+            if (f == slot_start ? clock_.due(f) <= now : grid && t->deadline <= early) {
+                ready_.push(t);
             } else {
-                file(t, f, grid);
+                place(t, f, grid, t->link[2] & kOrderBits);
                 ++cascaded_;
             }
-            t = n;
-        }
-    }
-
-    /* Pre: level-0 slot is the first occupied, its tick slot_start is now's
-       tick + 1. Post: cur = slot_start; its timers due by now are in the
-       ready list, the rest back in the slot with an exact minimum. */
-    void collect_partial(unsigned slot, uint64_t slot_start, uint64_t now) noexcept {
-        tl_timer *t = take_slot(0, slot);
-        cur_ = slot_start;
-        while (t) {
-            tl_timer *n = next_of(t);
-            uintptr_t grid = t->link[2] & kGridMask;
-            if (clock_.due(t->deadline, slot_start, grid) <= now)
-                ready_.push(t, true);
-            else
-                file(t, slot_start, grid); /* back here: f == slot_start, never lazy */
             t = n;
         }
     }
@@ -270,11 +277,11 @@ public:
     }
 
     /* Pre: t inside. Post: t->deadline == deadline, t inside and due at the
-       new fire tick. Same slot: the deadline is rewritten in place. A later
-       fire tick beyond a level > 0 slot leaves the timer there, marked lazy,
-       to be re-filed when the slot comes due: heartbeats cost O(1) and touch
-       no list. Earlier: moved now. Level-0 slots are single ticks with ordered
-       halves, so there a change of tick or of alignment is a move (also O(1)). */
+       new fire tick, with a new start sequence. Same slot: the deadline is
+       rewritten in place. A later fire tick beyond a level > 0 slot leaves
+       the timer there, marked lazy, to be re-filed when the slot comes due:
+       heartbeats cost O(1) and touch no list. Both mark it moved. Earlier:
+       moved now (an unlink and an append, also O(1)). */
     using GridEntry::reschedule; /* the grid, then reschedule_to */
     /* e: the fire tick of deadline on grid (the old grid does not matter:
        the in-place paths compare e with the slot's start). */
@@ -286,19 +293,18 @@ public:
             uint64_t slot_start = start(level, slot);
             uint64_t &min = slot_min_[level][slot];
             if (level == 0) {
-                if (e == slot_start &&
-                    clock_.aligned(deadline, e) == clock_.aligned(t->deadline, e)) {
+                if (e == slot_start) {
                     t->deadline = deadline;
-                    t->link[2] = id | grid;
-                    uint64_t due = clock_.due(deadline, e, grid);
-                    if (due < min) min = due;
-                    return;
+                    t->link[2] = started() | kMoved | id | grid;
+                    unsorted0_ |= bit(slot);
+                    return; /* the slot's minimum is this tick's instant */
                 }
             } else if (e >= slot_start) {
                 t->deadline = deadline;
-                uint64_t due = clock_.due(deadline, e, grid);
+                uint64_t due = clock_.due(e);
                 if (due < min) min = due;
-                t->link[2] = id | grid | (e - slot_start >= span(level) ? kLazy : 0);
+                t->link[2] =
+                    started() | kMoved | id | grid | (e - slot_start >= span(level) ? kLazy : 0);
                 return;
             }
         }
@@ -314,10 +320,10 @@ public:
         file(t, e, grid);
     }
 
-    /* A lower bound of every due time inside (the deadline, or later for a
-       timer on a grid; exact unless a cancel or a lazy reschedule left a
-       slot's minimum low): no timer fires before it, and popping at it
-       returns a timer or moves the stale slot on. */
+    /* A lower bound of every due time inside (a fire tick's instant; exact
+       unless a cancel or a lazy reschedule left a slot's minimum low): no
+       timer fires before it, and popping at it returns a timer or moves the
+       stale slot on. */
     uint64_t next_expiry() const noexcept {
         uint64_t next = UINT64_MAX;
         if (levels_) {
@@ -334,9 +340,8 @@ public:
     }
 
     /* Pre: now >= every earlier now. Post: returns a timer with fire tick <=
-       now's tick, or of the next tick with deadline <= now, removed, in tick
-       order; NULL once none is left, with cur at now's tick (its successor
-       after a partial tick) and every slot that started by then cascaded. */
+       now's tick, removed, in tick order; NULL once none is left, with cur
+       at now's tick and every slot that started by then cascaded. */
     tl_timer *pop_expired(uint64_t now) noexcept {
         uint64_t nt = clock_.now_tick(now);
         last_now_ = now;
@@ -349,17 +354,7 @@ public:
             unsigned level = unsigned(__builtin_ctzll(levels_));
             unsigned slot = unsigned(__builtin_ctzll(occupied_[level]));
             uint64_t slot_start = start(level, slot);
-            if (slot_start > nt) {
-                /* Only the tick after now's can hold a deadline <= now. */
-                if (slot_start - nt > 1 || slot_min_[level][slot] > now) break;
-                if (level > 0) {
-                    cascade(level, slot, slot_start, now);
-                } else {
-                    collect_partial(slot, slot_start, now);
-                    if (!ready_.head) break; /* the minimum was stale; it is exact now */
-                }
-                continue;
-            }
+            if (slot_start > nt) break;
             if (level > 0) {
                 cascade(level, slot, slot_start, now);
                 continue;
@@ -367,6 +362,10 @@ public:
             /* Level 0 holds exact timers only (lazy ones exist above it): the
                whole slot is due. */
             cur_ = slot_start;
+            if (unsorted0_ & bit(slot)) [[unlikely]] {
+                list_sort(slots_[0][slot], fires_before);
+                unsorted0_ &= ~bit(slot);
+            }
             tl_timer *t = slots_[0][slot];
             unfile(t);
             --count_;
@@ -428,7 +427,7 @@ public:
                                             "slot %u/%u that needs none",
                                             (unsigned long long)e, level, slot);
                     }
-                    uint64_t due = clock_.due(t->deadline, e, t->link[2]);
+                    uint64_t due = clock_.due(e);
                     if (min > due)
                         return check_failed("hwheel: slot %u/%u minimum %llu above due time %llu",
                                             level, slot, (unsigned long long)min,
@@ -437,6 +436,9 @@ public:
                 } while (t != head);
             }
         }
+        if (unsorted0_ & ~occupied_[0])
+            return check_failed("hwheel: empty level-0 slots marked unsorted: %#llx",
+                                (unsigned long long)(unsorted0_ & ~occupied_[0]));
         if (levels != levels_)
             return check_failed("hwheel: level summary %#llx, occupied levels %#llx",
                                 (unsigned long long)levels_, (unsigned long long)levels);

@@ -63,6 +63,64 @@ inline tl_timer *list_take(tl_timer *&head) noexcept {
     return t;
 }
 
+/* Sorts the circular list at head by less (a strict order), stably, in
+   O(n log n) without allocating: a bottom-up merge sort over a NULL-terminated
+   chain (bins[i] holds 2^i sorted timers, higher bins the earlier ones), then
+   the prev links and the circle are rebuilt. */
+template <class Less>
+void list_sort(tl_timer *&head, Less less) noexcept {
+    if (!head || next_of(head) == head) return;
+    /* merge(a, b): a's timers came first, so ties take a's. */
+    auto merge = [&](tl_timer *a, tl_timer *b) noexcept {
+        tl_timer *out = nullptr, *last = nullptr;
+        while (a && b) {
+            tl_timer *x;
+            if (less(b, a)) {
+                x = b;
+                b = next_of(b);
+            } else {
+                x = a;
+                a = next_of(a);
+            }
+            if (last)
+                set_next(last, x);
+            else
+                out = x;
+            last = x;
+        }
+        tl_timer *rest = a ? a : b;
+        if (last)
+            set_next(last, rest);
+        else
+            out = rest;
+        return out;
+    };
+    tl_timer *bins[64] = {};
+    tl_timer *t = list_take(head);
+    while (t) {
+        tl_timer *carry = t;
+        t = next_of(t);
+        set_next(carry, nullptr);
+        unsigned i = 0;
+        for (; bins[i]; ++i) {
+            carry = merge(bins[i], carry);
+            bins[i] = nullptr;
+        }
+        bins[i] = carry;
+    }
+    tl_timer *sorted = nullptr;
+    for (tl_timer *bin : bins)
+        if (bin) sorted = merge(bin, sorted);
+    tl_timer *prev = nullptr;
+    for (tl_timer *x = sorted; x; x = next_of(x)) {
+        set_prev(x, prev);
+        prev = x;
+    }
+    set_next(prev, sorted);
+    set_prev(sorted, prev);
+    head = sorted;
+}
+
 } // namespace tl::detail
 
 #endif /* TICKLOOP_TIMERS_SLOT_LIST_H */

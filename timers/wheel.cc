@@ -6,18 +6,19 @@
  * Time is counted in ticks of tick_ns. A timer's fire tick is
  * e = ceil(deadline / tick_ns), the first tick boundary at or after its
  * deadline. pop_expired(now) returns every timer with e <= floor(now / tick_ns)
- * (at now == UINT64_MAX, when every deadline has passed, all of them), and
- * also those of the next tick whose deadline is already <= now, so that
- * next_expiry() can report the earliest deadline itself. The wheel keeps its
- * own position `cur`: no timer in a slot has a fire tick before it, and it is
- * at most one tick past the last now it was given.
+ * (at now == UINT64_MAX, when every deadline has passed, all of them): a
+ * tick's timers come out together once the tick has passed, and
+ * next_expiry() is the instant of the first tick that holds one, so the loop
+ * wakes at most once per such tick. The wheel keeps its own position `cur`:
+ * no timer in a slot has a fire tick before it, and it is at most one tick
+ * past the last now it was given.
  *
  * Layout: N = wheel_slots slots (a power of two), each a circular doubly-linked
  * list threaded through tl_timer::link. A timer with fire tick e lives in slot
  * e mod N whatever its round, so a timer due beyond one revolution simply stays
  * there: deadlines are absolute, there are no round counters to decrement.
- * slot_min[s] is a lower bound of the deadlines in slot s, so a visit walks a
- * slot only when something in it may be due. Two bitmaps, scanned with ctz
+ * slot_min[s] is a lower bound of the due times (fire tick instants) in slot
+ * s, so a visit walks a slot only when something in it may be due. Two bitmaps, scanned with ctz
  * over 64-bit words: the occupied slots, and the "active" ones, which have a
  * timer due in the current window, the revolution of ticks
  * [window, window + N). A "due" list holds the timers found due and not yet
@@ -25,15 +26,16 @@
  *
  * Invariants (checked by wheel_check()):
  * - A timer's link[2] holds its slot (kReady in the ready list), so removal finds
- *   it without dividing.
+ *   it without dividing, and its start sequence. A slot is a FIFO list: the
+ *   timers in it that are not marked kMoved are in start order.
  * - A timer in slot s has e mod N == s and e >= cur, unless it is marked lazy:
  *   rescheduled later to another slot's tick and left in place (a heartbeat
  *   then touches only the timer). A lazy timer's slot is walked no later than
  *   its tick (the slot's minimum is at most its old deadline), and the walk
  *   re-files it. slot_min[s] is <= every deadline in the slot (it may be
  *   stale but low after a cancel or a lazy reschedule, which costs at most
- *   one extra walk). Ready timers have e <= cur; the ready minimum is a lower bound of
- *   their deadlines.
+ *   one extra walk). Ready timers have e <= cur; the ready minimum is a lower
+ *   bound of their deadlines.
  * - Occupancy bits are set exactly for the non-empty slots; count is the
  *   number of timers in the slots and the ready list.
  * - While the window is valid: no timer in a slot has e before it, and every
@@ -47,16 +49,16 @@
  * O(occupied slots) through the occupancy bitmap: it starts at the first tick
  * at which anything may be due, and marks the slots due within it. The next
  * due slot is then one ctz scan of at most N / 64 + 1 words, next_expiry is
- * the earliest deadline (no empty rounds unless a cancel left a bound stale),
+ * the earliest due tick (no empty rounds unless a cancel left a bound stale),
  * and a jump of now skips empty revolutions at one rebuild each. What remains
  * is the hashed wheel's own cost: a visit walks the later-round timers of its
  * slot, and timers sparser than one per revolution cost a rebuild each
  * (12 us per timer with N = 4096 and 100k timers over 30 days, against 0.5 us
  * over one hour). That is what hwheel is for.
  *
- * Within a tick, timers whose deadline is not a multiple of tick_ns are
- * returned before those that are, so the order is monotonic both in the fire
- * tick and in floor(deadline / tick_ns).
+ * Order: tick by tick; within a tick in filing order, or in (deadline, start
+ * sequence) order when the tick's batch holds a timer placed out of start
+ * order (wheel_core.h, "order"), so equal deadlines fire in start order.
  *
  * Leeway (wheel_core.h): a timer's fire tick is on its grid and its slot is
  * that tick's; it is due at the tick's instant. A timer on a grid that is
@@ -80,9 +82,9 @@ namespace {
  * fitting any cache and an empty scan reads 16K words; use hwheel instead. */
 constexpr uint64_t kMaxSlots = uint64_t(1) << 20;
 
-/* Node: link[0] = next, link[1] = prev, link[2] = slot (| kLazy) or kReady
-   (wheel_core.h). A lazy timer was rescheduled later to another slot's tick
-   and left in place; the walk of its slot (due no later than the old
+/* Node: link[0] = next, link[1] = prev, link[2] = slot (| kLazy) or kReady,
+   with the grid, the moved mark and the start sequence (wheel_core.h). A lazy timer was rescheduled
+   later to another slot's tick and left in place; the walk of its slot (due no later than the old
    deadline) re-files it. */
 static_assert(3 * sizeof(uintptr_t) <= timer_link_bytes, "wheel node fits in tl_timer.link");
 static_assert(kMaxSlots < kReady, "slot numbers stay below kReady and the lazy mark");
@@ -107,6 +109,7 @@ class Wheel : public MallocNew, public GridEntry<Wheel> {
     uint64_t window_ = 0;
     bool window_valid_ = false;
     size_t count_ = 0;
+    uint32_t seq_ = 0; /* the last start sequence given */
 
     /* Where scans start: cur, or the window if it starts later (no timer in
        a slot is due before it). */
@@ -133,29 +136,37 @@ class Wheel : public MallocNew, public GridEntry<Wheel> {
         return word ? (w << 6) | size_t(__builtin_ctzll(word)) : kNone;
     }
 
-    /* Into the ready list, unaligned deadlines of a tick before aligned ones. */
-    void push_ready(tl_timer *t, uint64_t e) noexcept {
-        ready_.push(t, !clock_.aligned(t->deadline, e));
+    /* A start: the next start sequence, not moved. */
+    uintptr_t started() noexcept { return sequence_bits(++seq_); }
+    /* A re-filing: t's own sequence, marked moved. */
+    static uintptr_t refiled(const tl_timer *t) noexcept {
+        return (t->link[2] & kOrderBits) | kMoved;
     }
 
     /* Pre: t in no list, e = its fire tick on grid (its grid bits). Post: t
-       in slot e mod N (marked active if e is in the window), or in the ready
-       list if e < cur. Does not touch count. */
-    void file(tl_timer *t, uint64_t e, uintptr_t grid) noexcept {
+       started: appended to slot e mod N with a new start sequence (marked
+       active if e is in the window), or in the ready list if e < cur. Does
+       not touch count. */
+    void file(tl_timer *t, uint64_t e, uintptr_t grid) noexcept { place(t, e, grid, started()); }
+
+    /* Pre and post as file(), with order = the order bits t gets. */
+    void place(tl_timer *t, uint64_t e, uintptr_t grid, uintptr_t order) noexcept {
         if (e < cur_) {
-            push_ready(t, e);
+            /* Behind the timers already found due: sorted among them. */
+            t->link[2] = order | kMoved;
+            ready_.push(t);
             return;
         }
         size_t s = size_t(e & mask_);
-        uint64_t due = clock_.due(t->deadline, e, grid);
+        uint64_t due = clock_.due(e);
         if (!slots_[s]) {
             slot_min_[s] = due;
             bit_set(occupied_, s);
         } else if (due < slot_min_[s]) {
             slot_min_[s] = due;
         }
-        list_push(slots_[s], t, true);
-        t->link[2] = grid | s;
+        list_push(slots_[s], t, false);
+        t->link[2] = order | grid | s;
         if (window_valid_) {
             if (e < window_)
                 window_valid_ = false; /* earlier than the window: rebuild it */
@@ -172,7 +183,7 @@ class Wheel : public MallocNew, public GridEntry<Wheel> {
     /* Pre: t inside. Post: t in no list; its slot's bits cleared if it emptied.
        Does not touch count. */
     void unfile(tl_timer *t) noexcept {
-        if (t->link[2] == kReady) {
+        if (slot_id(t) == kReady) {
             ready_.unlink(t);
             return;
         }
@@ -183,9 +194,9 @@ class Wheel : public MallocNew, public GridEntry<Wheel> {
 
     /* Pre: the ready list is empty, slot s is visited at tick T, limit <=
        clock_.time_of(T). Post: its timers due by limit are in the ready list
-       (unaligned deadlines first), its lazy ones re-filed where their fire
-       tick says, slot_min[s] is exact, and s is active only if a timer of
-       tick T is left. */
+       in slot order, its lazy ones re-filed where their fire tick says, the
+       rest still in slot order, slot_min[s] is exact, and s is active only if
+       a timer of tick T is left. */
     void collect(size_t s, uint64_t T, uint64_t limit) noexcept {
         tl_timer *t = list_take(slots_[s]);
         uint64_t min = UINT64_MAX;
@@ -193,16 +204,16 @@ class Wheel : public MallocNew, public GridEntry<Wheel> {
             tl_timer *n = next_of(t);
             uintptr_t grid = t->link[2] & kGridMask;
             uint64_t f = clock_.fire_tick(t->deadline, grid);
-            uint64_t due = clock_.due(t->deadline, f, grid);
+            uint64_t due = clock_.due(f);
             if (due <= limit) {
-                push_ready(t, T);
+                ready_.push(t);
             } else if ((t->link[2] & kLazy) && (f & mask_) != s) {
                 /* Its fire tick is after T (due > limit), in another slot:
                    never behind cur, never before the window. */
-                file(t, f, grid);
+                place(t, f, grid, refiled(t));
             } else {
-                t->link[2] = grid | s;
-                list_push(slots_[s], t, true);
+                t->link[2] = (t->link[2] & kOrderBits) | grid | s;
+                list_push(slots_[s], t, false);
                 if (due < min) min = due;
             }
             t = n;
@@ -322,19 +333,19 @@ public:
     }
 
     /* Pre: t inside. Post: t->deadline == deadline, t inside and due at its
-       new fire tick. Staying in the same slot rewrites the deadline in place.
-       A later deadline elsewhere also stays (marked lazy): its slot is walked
-       by the old deadline, and the walk re-files it (the heartbeat case costs
-       O(1) and touches no list). An earlier one is moved at once: an unlink
-       and a push, also O(1). */
+       new fire tick, with a new start sequence. Staying in the same slot
+       rewrites the deadline in place. A later deadline elsewhere also stays
+       (marked lazy): its slot is walked by the old deadline, and the walk
+       re-files it (the heartbeat case costs O(1) and touches no list). Both
+       mark it moved. An earlier one is moved at once: an unlink and an
+       append, also O(1). */
     using GridEntry::reschedule; /* the grid, then reschedule_to */
     /* e: the fire tick of deadline on grid; the old grid may differ. */
     [[gnu::always_inline]] void reschedule_to(tl_timer *t, uint64_t deadline, uint64_t e,
                                               uintptr_t grid) noexcept {
-        uintptr_t link = t->link[2];
-        if (link != kReady && e >= cur_) {
+        if (slot_id(t) != kReady && e >= cur_) {
             /* The slot, with the grid bits of a timer on a grid. */
-            size_t s = size_t(link & ~kLazy);
+            size_t s = size_t(t->link[2] & (kReady | kGridMask));
             if ((e & mask_) != s) {
                 /* Left in place only if its slot is walked by e: the old
                    fire tick is no later (on a grid, see lazy_from_grid). */
@@ -347,12 +358,12 @@ public:
                     return;
                 }
                 t->deadline = deadline;
-                t->link[2] = s | kLazy | grid;
+                t->link[2] = started() | kMoved | s | kLazy | grid;
                 return;
             }
-            t->link[2] = s | grid;
+            t->link[2] = started() | kMoved | s | grid;
             t->deadline = deadline;
-            uint64_t due = clock_.due(deadline, e, grid);
+            uint64_t due = clock_.due(e);
             if (due < slot_min_[s]) slot_min_[s] = due;
             if (window_valid_) {
                 if (e < window_)
@@ -376,7 +387,7 @@ public:
             return;
         }
         t->deadline = deadline;
-        t->link[2] = slot_id(t) | kLazy | grid;
+        t->link[2] = started() | kMoved | slot_id(t) | kLazy | grid;
     }
 
     /* reschedule's slow path, out of line so that the in-place paths above
@@ -388,10 +399,10 @@ public:
         file(t, e, grid);
     }
 
-    /* A lower bound of every due time inside (the deadline, or later for a
-       timer on a grid), exact unless a cancel or a lazy reschedule left a
-       minimum stale: the ready list's; else the minimum of the first slot due
-       in the window; else the horizon. */
+    /* A lower bound of every due time inside (a fire tick's instant), exact
+       unless a cancel or a lazy reschedule left a minimum stale: the ready
+       list's minimum deadline (already due); else the minimum of the first
+       slot due in the window; else the horizon. */
     uint64_t next_expiry() noexcept {
         if (ready_.head) return ready_.min;
         if (count_ == 0) return UINT64_MAX;
@@ -403,8 +414,8 @@ public:
     }
 
     /* Pre: now >= every earlier now. Post: returns a timer with fire tick <=
-       now's tick, or of the next tick with deadline <= now, removed, in tick
-       order; NULL once none is left, with cur at least now's tick. */
+       now's tick, removed, in tick order; NULL once none is left, with cur
+       at least now's tick. */
     tl_timer *pop_expired(uint64_t now) noexcept {
         uint64_t nt = clock_.now_tick(now);
         for (;;) {
@@ -415,19 +426,10 @@ public:
             if (count_ == 0) break;
             uint64_t visit;
             size_t s = find_due(visit);
-            if (s == kNone) break;
-            /* Only the tick after now's can hold a deadline <= now. */
-            if (visit > nt && visit - nt > 1) break;
-            if (visit <= nt) {
-                collect(s, visit, clock_.time_of(visit));
-                /* At the last representable tick cur stays: nothing is later. */
-                cur_ = visit < max_tick_ ? visit + 1 : visit;
-                continue;
-            }
-            if (slot_min_[s] > now) break;
-            collect(s, visit, now); /* a partly elapsed tick */
-            cur_ = visit;
-            if (!ready_.head) break; /* the minimum was stale; it is exact now */
+            if (s == kNone || visit > nt) break;
+            collect(s, visit, clock_.time_of(visit));
+            /* At the last representable tick cur stays: nothing is later. */
+            cur_ = visit < max_tick_ ? visit + 1 : visit;
         }
         if (nt > cur_) cur_ = nt;
         return nullptr;
@@ -452,6 +454,7 @@ public:
             if (!head) continue;
             uint64_t min = slot_min_[s];
             const tl_timer *t = head;
+            const tl_timer *last_started = nullptr; /* the last one not moved */
             do {
                 if (++seen > count_)
                     return check_failed("wheel: more timers linked than count %zu", count_);
@@ -477,10 +480,16 @@ public:
                 if (e < cur_)
                     return check_failed("wheel: timer with tick %llu in slot %zu behind cur %llu",
                                         (unsigned long long)e, s, (unsigned long long)cur_);
-                uint64_t due = clock_.due(t->deadline, e, t->link[2]);
+                uint64_t due = clock_.due(e);
                 if (min > due)
                     return check_failed("wheel: slot %zu minimum %llu above due time %llu", s,
                                         (unsigned long long)min, (unsigned long long)due);
+                if (!(t->link[2] & kMoved)) {
+                    if (kHasSequence && last_started &&
+                        int32_t(sequence_of(t) - sequence_of(last_started)) <= 0)
+                        return check_failed("wheel: slot %zu out of start order", s);
+                    last_started = t;
+                }
                 if (window_valid_ && e < window_)
                     return check_failed("wheel: timer with tick %llu before the window at %llu",
                                         (unsigned long long)e, (unsigned long long)window_);

@@ -13,11 +13,21 @@
  *              their deadlines (slot_min); an occupancy bitmap has one bit
  *              per slot, scanned with ctz.
  * - ready:     the list of timers already found due and not yet returned
- *              (also those inserted with a fire tick behind cur); popped
- *              from its head, unaligned deadlines first within a tick.
+ *              (also those inserted with a fire tick behind cur), in the
+ *              order they were filed; sorted by (deadline, start sequence)
+ *              before the first pop when a timer in it was placed out of
+ *              start order (see "order" below).
  * - lazy:      a timer rescheduled later and left in its old slot; the walk
  *              of that slot (due no later than the old deadline) re-files it.
- *
+ * - order:     slots are FIFO lists, so timers filed by insert or by a move
+ *              sit in start order. Every start and restart takes the next
+ *              start sequence (link[2], 64-bit builds). A timer placed any
+ *              other way (rescheduled in place, lazy, re-filed by a walk or a
+ *              cascade, inserted behind cur) is marked kMoved, and the batch
+ *              it is handed out in is sorted by (deadline, sequence) first:
+ *              equal deadlines fire in start order, a restart counting as a
+ *              start, and a batch that holds only FIFO timers is not sorted.
+
  * - leeway:    a timer with leeway (tl_timer_leeway) of at least two ticks
  *              gets a grid 2^g ticks, the largest power of two of ticks
  *              within its leeway, and its fire tick is rounded up to a
@@ -30,13 +40,18 @@
  *              the start of its level-L slot: the timer is handed out from
  *              that level and never cascaded (the Linux wheel's idea). g
  *              lives in the timer (link[2]) because the loop may change the
- *              leeway while the timer is inside; leeway 0 gives g = 0 and
- *              f = e, the wheels as they were.
- * - due:       when pop_expired may hand a timer out: its deadline, or for a
- *              timer on a grid the instant f * tick (never before the
- *              deadline). Slot minimums bound due times, so next_expiry() is
- *              the grid instant, not the deadline, and the loop sleeps until
- *              then.
+ *              leeway while the timer is inside; a leeway under two ticks
+ *              gives g = 0 and f = e: the tick itself, which honours any
+ *              leeway of a tick or more, and a leeway below a tick whenever
+ *              the deadline lies within the leeway of its tick's end.
+ * - due:       when pop_expired may hand a timer out: the instant of its
+ *              fire tick, f * tick (never before the deadline, less than
+ *              one tick or its leeway after it). So a wheel fires every
+ *              timer of a tick in one batch once the tick has passed, and
+ *              the loop wakes at most once per tick that holds a timer, as
+ *              the wheels of Netty, Kafka and Linux do; a finer tick_ns is
+ *              the way to finer firing. Slot minimums bound due times, so
+ *              next_expiry() is a tick instant, not a deadline.
  *
  * The shared code below: TickClock (tick arithmetic without a divide, fire
  * ticks with the grid, due times), the bitmap helpers, the link[2] layout,
@@ -65,19 +80,45 @@ namespace tl::detail {
 inline constexpr uint64_t kDefaultTickNs = 1000000;
 inline constexpr uint32_t kDefaultWheelSlots = 4096;
 
-/* link[2] of a timer inside a wheel, in 31 bits (so also in a 32-bit word):
+/* link[2] of a timer inside a wheel:
  * - bits 0-23: the id of the slot it is in (each wheel numbers its slots from
- *   0), or kReady in the ready list (then alone: link[2] == kReady); slot
- *   ids stay below kReady;
- * - bits 24-29: its grid exponent g (see "leeway" below), set at insert and
+ *   0), or kReady in the ready list; slot ids stay below kReady;
+ * - bits 24-29: its grid exponent g (see "leeway" above), set at insert and
  *   reschedule from the leeway then in the flags;
- * - bit 30: kLazy when it was rescheduled later and left in place. */
+ * - bit 30: kLazy when it was rescheduled later and left in place;
+ * - bit 31: kMoved when it was placed out of start order (see "order");
+ * - bits 32-63 (64-bit builds): its start sequence. */
 inline constexpr unsigned kGridShift = 24;
 inline constexpr uintptr_t kReady = (uintptr_t(1) << kGridShift) - 1;
 inline constexpr uintptr_t kGridMask = uintptr_t(63) << kGridShift;
 inline constexpr uintptr_t kLazy = uintptr_t(1) << 30;
+inline constexpr uintptr_t kMoved = uintptr_t(1) << 31;
+/* The bits a re-filing keeps: the moved mark and the start sequence. */
+inline constexpr uintptr_t kOrderBits = ~(kReady | kGridMask | kLazy);
 inline constexpr uintptr_t slot_id(const tl_timer *t) noexcept {
     return t->link[2] & kReady;
+}
+
+/* Start sequences, in the upper half of link[2] where it has one (on a 32-bit
+ * build every sequence reads 0 and ties keep the order they were filed in). */
+inline constexpr bool kHasSequence = sizeof(uintptr_t) >= 8;
+inline constexpr uintptr_t sequence_bits(uint32_t seq) noexcept {
+    if constexpr (kHasSequence)
+        return uintptr_t(seq) << (kHasSequence ? 32 : 0);
+    else
+        return 0;
+}
+inline constexpr uint32_t sequence_of(const tl_timer *t) noexcept {
+    if constexpr (kHasSequence)
+        return uint32_t(uint64_t(t->link[2]) >> 32);
+    else
+        return 0;
+}
+/* The order a batch is handed out in: deadline, then start sequence (compared
+ * modulo 2^32, right for timers started within 2^31 starts of each other). */
+inline bool fires_before(const tl_timer *a, const tl_timer *b) noexcept {
+    if (a->deadline != b->deadline) return a->deadline < b->deadline;
+    return int32_t(sequence_of(a) - sequence_of(b)) < 0;
 }
 
 __extension__ typedef unsigned __int128 wheel_u128;
@@ -140,10 +181,6 @@ public:
         return k - 1 > max_first_tick_ ? UINT64_MAX : (k - 1) * tick_ + 1;
     }
 
-    /* Whether a deadline lies on its fire tick's boundary. e * tick wraps
-       only above UINT64_MAX, and then cannot equal the deadline. */
-    bool aligned(uint64_t deadline, uint64_t e) const noexcept { return e * tick_ == deadline; }
-
     /* The grid bits (already at kGridShift) for a timer with t's leeway that
        is given this deadline: 0 without leeway (one test on the hot path). */
     uintptr_t grid_for(const tl_timer *t, uint64_t deadline) const noexcept {
@@ -173,12 +210,10 @@ public:
         return fire_tick(t->deadline, t->link[2]);
     }
 
-    /* When a timer with fire tick f (from fire_tick above) is due: its
-       deadline, or on a grid the instant of f itself (>= the deadline, and
-       no wrap: f * tick <= deadline + leeway). */
-    uint64_t due(uint64_t deadline, uint64_t f, uintptr_t link2) const noexcept {
-        return link2 & kGridMask ? f * tick_ : deadline;
-    }
+    /* When a timer with fire tick f (from fire_tick above) is due: the
+       instant of f, >= its deadline, saturating at UINT64_MAX for a deadline
+       in the last partial tick. */
+    uint64_t due(uint64_t f) const noexcept { return time_of(f); }
 };
 
 /* The wheels' insert and reschedule paths up to the grid, shared (CRTP): a
@@ -233,30 +268,37 @@ inline bool bit_test(const uint64_t *bits, size_t s) noexcept {
 }
 
 /* The ready list: timers found due and not yet returned, popped from the
- * head. Within a tick, unaligned deadlines go first (pushed at the front)
- * and aligned ones last, so the order is monotonic both in the fire tick and
- * in floor(deadline / tick). `min` is a lower bound of the deadlines in it. */
+ * head, in the order they were pushed unless one of them was placed out of
+ * start order (kMoved): then the list is sorted by fires_before() before the
+ * next pop. `min` is a lower bound of the deadlines in it. */
 struct ReadyList {
     tl_timer *head = nullptr;
-    uint64_t min = 0; /* ns; meaningful while head */
+    uint64_t min = 0;      /* ns; meaningful while head */
+    bool unsorted = false; /* a kMoved timer was pushed since the last sort */
 
-    /* link[2] becomes exactly kReady: a ready timer's grid no longer
-       matters (a reschedule moves it and derives a new one). */
-    void push(tl_timer *t, bool front) noexcept {
+    /* Appends t. Its slot id becomes kReady (its grid no longer matters: a
+       reschedule moves it and derives a new one); its order bits stay. */
+    void push(tl_timer *t) noexcept {
         if (!head || t->deadline < min) min = t->deadline;
-        list_push(head, t, front);
-        t->link[2] = kReady;
+        if (t->link[2] & kMoved) unsorted = true;
+        list_push(head, t, false);
+        t->link[2] = (t->link[2] & kOrderBits) | kReady;
     }
     tl_timer *pop() noexcept {
+        if (unsorted) {
+            list_sort(head, fires_before);
+            unsorted = false;
+        }
         tl_timer *t = head;
         list_unlink(head, t);
         return t;
     }
     void unlink(tl_timer *t) noexcept { list_unlink(head, t); }
 
-    /* The walker's part: links, ids, minimum; counts into seen, at most limit.
-       NULL or the first broken invariant. due_by: every fire tick <= it,
-       except for timers with a deadline <= passed (taken early on a grid). */
+    /* The walker's part: links, ids, minimum, order; counts into seen, at
+       most limit. NULL or the first broken invariant. due_by: every fire
+       tick <= it, except for timers with a deadline <= passed (taken early
+       on a grid). */
     const char *check(const TickClock &clock, uint64_t due_by, uint64_t passed, size_t &seen,
                       size_t limit, const char *who) const noexcept {
         if (!head) return nullptr;
@@ -266,16 +308,21 @@ struct ReadyList {
                 return check_failed("%s: more timers linked than count %zu", who, limit);
             if (prev_of(next_of(t)) != t || next_of(prev_of(t)) != t)
                 return check_failed("%s: broken links in the ready list", who);
-            if (t->link[2] != kReady)
+            if ((t->link[2] & ~kOrderBits) != kReady)
                 return check_failed("%s: ready timer records slot %#llx", who,
                                     (unsigned long long)t->link[2]);
-            uint64_t e = clock.fire_tick(t);
+            uint64_t e = clock.fire_tick(t->deadline);
             if (e > due_by && t->deadline > passed)
                 return check_failed("%s: ready timer with fire tick %llu after cur %llu", who,
                                     (unsigned long long)e, (unsigned long long)due_by);
             if (min > t->deadline)
                 return check_failed("%s: ready minimum %llu above deadline %llu", who,
                                     (unsigned long long)min, (unsigned long long)t->deadline);
+            if (!unsorted && next_of(t) != head && !(t->link[2] & kMoved) &&
+                !(next_of(t)->link[2] & kMoved) && t->deadline == next_of(t)->deadline &&
+                !fires_before(t, next_of(t)))
+                return check_failed("%s: equal deadlines out of start order in the ready list",
+                                    who);
             t = next_of(t);
         } while (t != head);
         return nullptr;
