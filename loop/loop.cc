@@ -52,6 +52,11 @@ constexpr uint32_t kDefaultMaxTimersPerIteration = 8192;
  * even read back more than 2.1 s. */
 constexpr uint64_t kMaxTimerSlackNs = 1000000000;
 
+/* The largest collect_interval_ns accepted: a loop-wide second of lateness
+ * is a unit mistake more often than a wish; a timer that may wait longer
+ * says so with its own leeway. */
+constexpr uint64_t kMaxCollectIntervalNs = 1000000000;
+
 std::atomic<uint32_t> next_loop_id{1};
 
 /* The thread's timer slack as the loops running on it left it. Slack belongs
@@ -237,6 +242,7 @@ TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts) {
     if (r < 0) return r;
     if (opts->wheel_slots && !is_power_of_two(opts->wheel_slots)) return -EINVAL;
     if (opts->timer_slack_ns > kMaxTimerSlackNs) return -EINVAL;
+    if (opts->collect_interval_ns > kMaxCollectIntervalNs) return -EINVAL;
 
     /* An explicit name must name a backend; an empty environment variable
        means "unset", as shells treat it. */
@@ -257,6 +263,8 @@ TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts) {
     loop->max_timers_per_iteration = opts->max_timers_per_iteration ? opts->max_timers_per_iteration
                                                                     : kDefaultMaxTimersPerIteration;
     loop->timer_slack_ns = opts->timer_slack_ns;
+    loop->collect_flags =
+        opts->collect_interval_ns ? leeway_bits(opts->collect_interval_ns) | TIMER_LOOP_LEEWAY : 0;
     loop->async_fd = -1;
     loop->signal_fd = -1;
     for (tl_loop::ClockState &cs : loop->clocks) cs.fd = -1;

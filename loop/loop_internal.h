@@ -220,7 +220,9 @@ int uring_backend_create(tl_loop *loop, IoBackend **out) noexcept;
  *                            at deadline + k * repeat, not now + repeat
  *   bits 5-7   free: per-handle state bits
  *   bits 8-9   the tl_clock it was started on (TIMER_CLOCK_SHIFT)
- *   bit 10     free
+ *   bit 10     TIMER_LOOP_LEEWAY the leeway bits hold the loop's collect
+ *                            interval (the timer has none of its own); set at
+ *                            start, cleared when it becomes inactive
  *   bits 11-31 the leeway, 16-bit mantissa and 5-bit exponent (timers/timers.h,
  *              which the backends read it through)
  * tl_timer_init zeroes the word. The loop writes it with read-modify-write
@@ -235,6 +237,7 @@ enum : uint32_t {
     TIMER_DEFERRED = 1u << 3,
     TIMER_PERIODIC = 1u << 4,
     TIMER_STATE = TIMER_ACTIVE | TIMER_QUEUED | TIMER_DEFERRED,
+    TIMER_LOOP_LEEWAY = 1u << 10,
     TIMER_CLOCK_SHIFT = 8,
     TIMER_CLOCK_MASK = 3u << TIMER_CLOCK_SHIFT,
 };
@@ -328,7 +331,10 @@ struct tl_loop {
     uint64_t max_timers;     /* 0: unlimited                             */
     uint64_t max_timers_per_iteration;
     uint64_t timer_slack_ns; /* 0: leave alone                           */
-    pthread_t run_thread;    /* valid while running: debug thread check  */
+    /* The collect interval as leeway bits | TIMER_LOOP_LEEWAY, or 0: what a
+       timer without a leeway of its own gets at start. */
+    uint32_t collect_flags;
+    pthread_t run_thread; /* valid while running: debug thread check  */
     /* Timers popped by this iteration's dispatch whose callbacks have not
        run yet, in pop order (flag TIMER_QUEUED). Empty outside
        timers_dispatch. */

@@ -57,11 +57,18 @@ bool must_defer(const tl_loop *loop, unsigned c, uint64_t deadline) noexcept {
     return loop->dispatching && (loop->dispatch_mask >> c & 1) && deadline <= loop->dispatch_now[c];
 }
 
+/* A timer without a leeway of its own takes the loop's collect interval
+   (none when collect_flags is 0); deactivate() takes it back. */
+inline void adopt_collect_interval(const tl_loop *loop, tl_timer *t) noexcept {
+    t->flags |= (t->flags & kLeewayMask) ? 0 : loop->collect_flags;
+}
+
 /* Pre: t in neither the backend nor a list; its clock bits say where it goes
    (that clock's instance exists). Puts t at deadline: in the deferred list if
    a dispatch is running that could still pop it, else in the backend.
    Returns 0 or the backend's insert error. */
 int place(tl_loop *loop, tl_timer *t, uint64_t deadline) noexcept {
+    adopt_collect_interval(loop, t);
     t->deadline = deadline;
     unsigned c = timer_clock(t);
     if (must_defer(loop, c, deadline)) {
@@ -84,9 +91,12 @@ void detach(tl_loop *loop, tl_timer *t) noexcept {
     t->flags &= ~(TIMER_QUEUED | TIMER_DEFERRED);
 }
 
-/* Pre: t active and detached. Post: t inactive. */
+/* Pre: t active and detached. Post: t inactive, without the loop's collect
+   interval. */
 void deactivate(tl_loop *loop, tl_timer *t) noexcept {
-    t->flags &= ~TIMER_STATE;
+    uint32_t f = t->flags;
+    if (f & TIMER_LOOP_LEEWAY) f &= ~(kLeewayMask | TIMER_LOOP_LEEWAY);
+    t->flags = f & ~TIMER_STATE;
     handle_deactivated(loop, t->flags & TIMER_UNREF);
 }
 
@@ -113,6 +123,7 @@ void disarm(tl_loop *loop, tl_timer *t) noexcept {
 [[gnu::always_inline]] inline int rearm(tl_loop *loop, tl_timer *t, unsigned c,
                                         uint64_t deadline) noexcept {
     const tl_timer_backend *b = loop->timer_backend;
+    adopt_collect_interval(loop, t);
     bool inside = !(t->flags & (TIMER_QUEUED | TIMER_DEFERRED));
     if (inside && !must_defer(loop, c, deadline) && b->reschedule) {
         reschedule(b, timers_of(loop, c), t, deadline); /* timers/dispatch.h */
@@ -355,7 +366,7 @@ TL_API int tl_timer_start_at(tl_loop *loop, tl_timer *t, tl_clock clock, uint64_
 
 TL_API int tl_timer_set_leeway(tl_timer *t, uint64_t leeway_ns) {
     if (!t) return -EINVAL;
-    t->flags = (t->flags & ~kLeewayMask) | leeway_bits(leeway_ns);
+    t->flags = (t->flags & ~(kLeewayMask | TIMER_LOOP_LEEWAY)) | leeway_bits(leeway_ns);
     return 0;
 }
 

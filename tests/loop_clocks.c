@@ -363,6 +363,130 @@ BACKEND_TEST(clocks, leeway_windows_kept_and_wakeup_at_the_earliest_window_end) 
     }
 }
 
+static uint64_t timers_fired(const tl_loop *loop) {
+    tl_loop_stats st;
+    tl_loop_stats_get(loop, &st);
+    return st.timers_fired;
+}
+
+/* A fake-clock loop with collect_interval_ns set. */
+static tl_loop *fake_loop_collecting(const char *timers, struct fake *f, uint64_t interval) {
+    f->t[TL_CLOCK_MONOTONIC] = 1000 * SEC;
+    f->t[TL_CLOCK_BOOTTIME] = 5000 * SEC;
+    f->t[TL_CLOCK_REALTIME] = 1767225600ull * SEC;
+    tl_loop_options opts;
+    tl_loop_options_init(&opts);
+    opts.timers = timers;
+    opts.collect_interval_ns = interval;
+    tl_loop *loop = NULL;
+    int r = tl_loop_new(&loop, &opts);
+    if (r == -ENOSYS || r == -EPERM) cr_skip_test("no such I/O backend here: %s", tl_strerror(r));
+    cr_assert_eq(r, 0, "tl_loop_new: %s", tl_strerror(r));
+    tl_detail_loop_set_clock(loop, fake_read, f);
+    return loop;
+}
+
+/* The loop's way, on the fake clock: wake at tl_loop_timeout, run, until no
+ * timer is left. Checks every timer against [deadline, deadline + window]
+ * and returns the wake-ups that ran a timer. */
+static uint64_t drive_until_fired(tl_loop *loop, struct fake *f, struct rec *r, int n,
+                                  const uint64_t *window, const char *what) {
+    uint64_t wakeups = 0;
+    for (int guard = 0; guard < 100000; ++guard) {
+        int left = 0;
+        for (int i = 0; i < n; ++i) left += !r[i].fired;
+        if (!left) return wakeups;
+        uint64_t timeout = tl_loop_timeout(loop);
+        cr_assert(timeout != UINT64_MAX, "%s: timers left but no timeout", what);
+        f->t[TL_CLOCK_MONOTONIC] += timeout;
+        uint64_t before = timers_fired(loop);
+        nowait(loop);
+        if (timers_fired(loop) != before) ++wakeups;
+        for (int i = 0; i < n; ++i)
+            if (r[i].fired && r[i].at == f->t[TL_CLOCK_MONOTONIC])
+                cr_assert_leq(r[i].at, r[i].t.deadline + window[i],
+                              "%s: timer %d fired %llu ns after its deadline, window %llu", what, i,
+                              (unsigned long long)(r[i].at - r[i].t.deadline),
+                              (unsigned long long)window[i]);
+    }
+    cr_assert_fail("%s: no end", what);
+    return wakeups;
+}
+
+/* 200 timers with distinct deadlines over 100 ms: without an interval a heap
+ * wakes once per deadline and a wheel once per tick that holds one; with
+ * collect_interval_ns = 5 ms every backend wakes at most once per 4 ms (a
+ * wheel's grid is the largest power of two of ticks in the window), never
+ * early (rec_cb) and never past deadline + max(interval, tick). A timer
+ * with a leeway of its own keeps it. */
+BACKEND_TEST(clocks, collect_interval_batches_wakeups) {
+    enum { N = 200 };
+    const int exact = backend_exact(p->name);
+    static struct rec r[N];
+    uint64_t window[N];
+    uint64_t wakeups[2];
+    const uint64_t intervals[2] = {0, 5 * MS};
+    for (int k = 0; k < 2; ++k) {
+        struct fake f;
+        tl_loop *loop = fake_loop_collecting(p->name, &f, intervals[k]);
+        const uint64_t t0 = f.t[TL_CLOCK_MONOTONIC];
+        srand(11);
+        memset(r, 0, sizeof r);
+        uint64_t ticks = 0, last_tick = 0;
+        for (int i = 0; i < N; ++i) {
+            /* Increasing deadlines, so the ticks that hold one are easy to count. */
+            uint64_t due = t0 + (uint64_t)i * 500 * 1000 + 1 + (uint64_t)(rand() % 499000);
+            uint64_t tick = (due + TICK - 1) / TICK;
+            if (tick != last_tick) ++ticks, last_tick = tick;
+            rec_start_at(loop, &r[i], &f, TL_CLOCK_MONOTONIC, due, 0);
+            window[i] = intervals[k] > TICK || exact ? intervals[k] : TICK;
+            if (i == 7) {
+                /* A leeway of its own (1 ms, under the interval) is kept. */
+                tl_timer_set_leeway(&r[i].t, MS);
+                window[i] = TICK;
+            }
+            cr_assert_eq(tl_timer_start_at(loop, &r[i].t, TL_CLOCK_MONOTONIC, due, 0), 0);
+            uint64_t want = i == 7 ? MS : intervals[k] ? tl_timer_leeway(&r[i].t) : 0;
+            cr_assert(i == 7 ||
+                          (want <= intervals[k] && want + intervals[k] / 32768 >= intervals[k]),
+                      "%s: timer %d reports leeway %llu with interval %llu", p->name, i,
+                      (unsigned long long)want, (unsigned long long)intervals[k]);
+        }
+        wakeups[k] = drive_until_fired(loop, &f, r, N, window, p->name);
+        for (int i = 0; i < N; ++i) {
+            cr_assert_eq(r[i].fired, 1, "%s: timer %d fired %d times", p->name, i, r[i].fired);
+            /* The loop's interval was lent, not stored: gone once inactive. */
+            cr_assert_eq(tl_timer_leeway(&r[i].t), i == 7 ? MS : 0, "%s: timer %d leeway %llu",
+                         p->name, i, (unsigned long long)tl_timer_leeway(&r[i].t));
+        }
+        if (k == 0 && exact)
+            cr_assert_eq(wakeups[0], N, "%s: %llu wake-ups for %d distinct deadlines", p->name,
+                         (unsigned long long)wakeups[0], N);
+        if (k == 0 && !exact)
+            cr_assert_leq(wakeups[0], ticks, "%s: %llu wake-ups for %llu ticks holding a timer",
+                          p->name, (unsigned long long)wakeups[0], (unsigned long long)ticks);
+        free_loop(loop);
+    }
+    cr_log_info("%s: %llu wake-ups without a collect interval, %llu with 5 ms", p->name,
+                (unsigned long long)wakeups[0], (unsigned long long)wakeups[1]);
+    cr_assert_leq(wakeups[1], 100 / 4 + 2, "%s: %llu wake-ups with a 5 ms interval", p->name,
+                  (unsigned long long)wakeups[1]);
+}
+
+Test(clocks, collect_interval_above_one_second_is_einval) {
+    tl_loop_options opts;
+    tl_loop_options_init(&opts);
+    tl_loop *loop = NULL;
+    opts.collect_interval_ns = SEC + 1;
+    cr_assert_eq(tl_loop_new(&loop, &opts), -EINVAL);
+    cr_assert_null(loop);
+    opts.collect_interval_ns = UINT64_MAX;
+    cr_assert_eq(tl_loop_new(&loop, &opts), -EINVAL);
+    opts.collect_interval_ns = SEC;
+    cr_assert_eq(tl_loop_new(&loop, &opts), 0);
+    free_loop(loop);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Real clocks                                                              */
 /* ------------------------------------------------------------------------ */
