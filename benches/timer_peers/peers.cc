@@ -152,24 +152,34 @@ struct FireLog {
     }
 };
 
-/* The "1 ms collect interval" variant: every timer without a leeway of its
-   own gets that leeway. This is the one place that sets it; per timer,
-   until the loop option tl_loop_options.collect_interval_ns exists. */
-void apply_collect_interval(tl_timer &t, uint64_t ns) {
-    if (ns) tl_timer_set_leeway(&t, ns);
+/* The "1 ms collect interval" variant, in one place: the loop option
+   collect_interval_ns (libev's timeout collect interval), which lends every
+   timer without a leeway of its own that leeway. The base adapter made its
+   loop with the defaults; this replaces it by one with the same options
+   plus the interval. */
+void use_collect_interval(TickloopOps &ops, uint64_t ns) {
+    if (!ns || !ops.loop) return;
+    tl_loop_free(ops.loop);
+    ops.loop = nullptr;
+    tl_loop_options opts;
+    tl_loop_options_init(&opts);
+    opts.io = TL_IO_EPOLL;
+    opts.timers = ops.backend.c_str();
+    opts.collect_interval_ns = ns;
+    ops.err = tl_loop_new(&ops.loop, &opts);
+    if (ops.err) ops.loop = nullptr;
 }
 
 struct TickloopPeer : TickloopOps {
     FireLog<tl_timer> log;
     uint64_t collect_ns;
-    TickloopPeer(const char *timers, uint64_t collect) : TickloopOps(timers), collect_ns(collect) {}
+    TickloopPeer(const char *timers, uint64_t collect) : TickloopOps(timers), collect_ns(collect) {
+        use_collect_interval(*this, collect);
+    }
     static void on_fire(tl_loop *, tl_timer *t) {
         static_cast<TickloopPeer *>(t->data)->log.record(t);
     }
-    void init(Timer &t) {
-        tl_timer_init(&t, on_fire, this);
-        apply_collect_interval(t, collect_ns);
-    }
+    void init(Timer &t) { tl_timer_init(&t, on_fire, this); }
     static uint64_t deadline(const Timer &t) { return t.deadline; }
     std::string label() const {
         return collect_ns ? backend + "@" + std::to_string(collect_ns / kMs) + "ms" : backend;
