@@ -58,16 +58,22 @@ bool must_defer(const tl_loop *loop, unsigned c, uint64_t deadline) noexcept {
 }
 
 /* A timer without a leeway of its own takes the loop's collect interval
-   (none when collect_flags is 0); deactivate() takes it back. */
-inline void adopt_collect_interval(const tl_loop *loop, tl_timer *t) noexcept {
-    t->flags |= (t->flags & kLeewayMask) ? 0 : loop->collect_flags;
+   (none when collect_flags is 0) when it is placed: at a start while
+   inactive, not at a restart in place (the heartbeat's path stays as it
+   was; a timer keeps what it was lent). The lent bits stay after it stops
+   (so stopping costs nothing more); tl_timer_leeway hides them while it is
+   inactive, and the next start lends them afresh. */
+[[gnu::always_inline]] inline void adopt_collect_interval(const tl_loop *loop,
+                                                          tl_timer *t) noexcept {
+    if (loop->collect_flags && !(t->flags & kLeewayMask)) [[unlikely]]
+        t->flags |= loop->collect_flags;
 }
 
 /* Pre: t in neither the backend nor a list; its clock bits say where it goes
    (that clock's instance exists). Puts t at deadline: in the deferred list if
    a dispatch is running that could still pop it, else in the backend.
    Returns 0 or the backend's insert error. */
-int place(tl_loop *loop, tl_timer *t, uint64_t deadline) noexcept {
+[[gnu::always_inline]] inline int place(tl_loop *loop, tl_timer *t, uint64_t deadline) noexcept {
     adopt_collect_interval(loop, t);
     t->deadline = deadline;
     unsigned c = timer_clock(t);
@@ -91,17 +97,17 @@ void detach(tl_loop *loop, tl_timer *t) noexcept {
     t->flags &= ~(TIMER_QUEUED | TIMER_DEFERRED);
 }
 
-/* Pre: t active and detached. Post: t inactive, without the loop's collect
-   interval. */
+/* Pre: t active and detached. Post: t inactive. */
 void deactivate(tl_loop *loop, tl_timer *t) noexcept {
-    uint32_t f = t->flags;
-    if (f & TIMER_LOOP_LEEWAY) f &= ~(kLeewayMask | TIMER_LOOP_LEEWAY);
-    t->flags = f & ~TIMER_STATE;
+    t->flags &= ~TIMER_STATE;
     handle_deactivated(loop, t->flags & TIMER_UNREF);
 }
 
 /* Pre: t not active. Starts t at deadline; on failure it stays inactive. */
-int arm(tl_loop *loop, tl_timer *t, uint64_t deadline) noexcept {
+[[gnu::always_inline]] inline int arm(tl_loop *loop, tl_timer *t, uint64_t deadline) noexcept {
+    /* Bits another start lent (maybe another loop's interval) go back. */
+    if (t->flags & TIMER_LOOP_LEEWAY) [[unlikely]]
+        t->flags &= ~(kLeewayMask | TIMER_LOOP_LEEWAY);
     int r = place(loop, t, deadline);
     if (r < 0) return r;
     t->flags |= TIMER_ACTIVE;
@@ -123,7 +129,6 @@ void disarm(tl_loop *loop, tl_timer *t) noexcept {
 [[gnu::always_inline]] inline int rearm(tl_loop *loop, tl_timer *t, unsigned c,
                                         uint64_t deadline) noexcept {
     const tl_timer_backend *b = loop->timer_backend;
-    adopt_collect_interval(loop, t);
     bool inside = !(t->flags & (TIMER_QUEUED | TIMER_DEFERRED));
     if (inside && !must_defer(loop, c, deadline) && b->reschedule) {
         reschedule(b, timers_of(loop, c), t, deadline); /* timers/dispatch.h */
@@ -366,12 +371,18 @@ TL_API int tl_timer_start_at(tl_loop *loop, tl_timer *t, tl_clock clock, uint64_
 
 TL_API int tl_timer_set_leeway(tl_timer *t, uint64_t leeway_ns) {
     if (!t) return -EINVAL;
+    /* 0 on a timer the loop lent its interval to keeps the loan: it has no
+       leeway of its own either way. */
+    if (leeway_ns == 0 && (t->flags & TIMER_LOOP_LEEWAY)) return 0;
     t->flags = (t->flags & ~(kLeewayMask | TIMER_LOOP_LEEWAY)) | leeway_bits(leeway_ns);
     return 0;
 }
 
 TL_API uint64_t tl_timer_leeway(const tl_timer *t) {
-    return t ? timer_leeway(t) : 0;
+    if (!t) return 0;
+    /* A loop's lent collect interval counts only while t is active. */
+    if ((t->flags & (TIMER_LOOP_LEEWAY | TIMER_ACTIVE)) == TIMER_LOOP_LEEWAY) return 0;
+    return timer_leeway(t);
 }
 
 TL_API tl_clock tl_timer_clock(const tl_timer *t) {

@@ -232,7 +232,9 @@ TL_API uint64_t tl_clock_now(tl_clock clock);
  * Resolution: stored with 16 significant bits, rounded *down*: below 65,536
  * ns exactly, above that to a multiple of 2^(bits - 16) (under 1/32768 of the
  * value), at most TL_TIMER_LEEWAY_MAX. Kept across stop and start; only
- * tl_timer_init clears it. 0 leaves t to the loop's collect_interval_ns.
+ * tl_timer_init clears it. 0 leaves t to the loop's collect_interval_ns,
+ * lent each time t starts while inactive (a restart of an active t keeps
+ * what it has).
  * On a wheel the tick is the finest window: a timer fires once its tick
  * (tick_ns) has passed, which honours any leeway of a tick or more, and a
  * smaller one whenever the deadline lies within the leeway of its tick's
