@@ -32,8 +32,22 @@ NETTY, GO = "netty-1ms", ["go-p1", "go-default"]
 PEERS = [NETTY, "netty-100ms"] + GO
 
 
+def invalid(row):
+    """Why a run does not count, or None. The programs print their line before
+    they check it; a delayed run whose cancel phase outlasted the first
+    deadline (a machine stalled for seconds) or whose fire count is off
+    failed its check and has no exact counts."""
+    if row["workload"] != "delayed":
+        return None
+    if int(row["cancel_margin_ns"]) <= 0:
+        return "cancel phase ended after the first deadline"
+    if row["fired"] != "100000":
+        return "fired " + row["fired"]
+    return None
+
+
 def parse(paths):
-    runs = {}
+    runs, dropped = {}, []
     for path in paths:
         with open(path) as f:
             for line in f:
@@ -41,8 +55,12 @@ def parse(paths):
                 if not fields or fields[0] != "peers":
                     continue
                 row = dict(kv.split("=", 1) for kv in fields[1:])
+                why = invalid(row)
+                if why:
+                    dropped.append("%s %s: %s" % (row["workload"], row["lib"], why))
+                    continue
                 runs.setdefault((row["workload"], row["lib"]), []).append(row)
-    return runs
+    return runs, dropped
 
 
 class Stat:
@@ -101,13 +119,15 @@ def table(header, rows):
     return "\n".join(out)
 
 
-def markdown(runs, machine):
+def markdown(runs, dropped, machine):
     md = []
     if machine:
         md.append("Machine and commit:\n\n```\n" + machine.strip() + "\n```\n")
     rounds = max((len(v) for v in runs.values()), default=0)
     md.append("Medians of %d rounds, range (min-max) in parentheses. Ratios are medians over "
               "medians; below 1, tickloop uses less.\n" % rounds)
+    if dropped:
+        md.append("Runs left out (their check failed): " + "; ".join(dropped) + ".\n")
 
     d = "delayed"
     nt = stat(runs, d, NETTY, "total_cpu_ns")
@@ -350,13 +370,13 @@ def main():
     ap.add_argument("--png", required=True)
     ap.add_argument("results", nargs="+")
     args = ap.parse_args()
-    runs = parse(args.results)
+    runs, dropped = parse(args.results)
     if not runs:
         print("no results in " + " ".join(args.results), file=sys.stderr)
         return 1
     machine = open(args.machine).read() if args.machine else ""
     with open(args.md, "w") as f:
-        f.write(markdown(runs, machine))
+        f.write(markdown(runs, dropped, machine))
     plot(runs, args.png)
     return 0
 

@@ -38,7 +38,9 @@ peers="$build/benches/timer_peers/bench-timer-peers"
 libs="heap2 heap4 wheel hwheel heap2@1ms heap4@1ms wheel@1ms hwheel@1ms libev libuv"
 
 netty_jar=${NETTY_JAR:-/usr/share/java/netty-common.jar}
+# One flag and its argument, split on purpose where it is used unquoted.
 java_flags="--add-modules jdk.incubator.foreign"
+# shellcheck disable=SC2086
 if ! command -v javac >/dev/null 2>&1 || ! command -v java >/dev/null 2>&1; then
     echo "skipped Netty: javac or java not found (Debian: apt install default-jdk-headless)"
 elif [ ! -r "$netty_jar" ]; then
@@ -65,6 +67,7 @@ run_one() { # WORKLOAD LIB
     case $2 in
     netty-*)
         tick=${2#netty-}
+        # shellcheck disable=SC2086
         java $java_flags --enable-native-access=ALL-UNNAMED \
             -cp "$out/java:$netty_jar" Peers "$1" "${tick%ms}"
         ;;
