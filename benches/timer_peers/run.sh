@@ -79,6 +79,7 @@ run_one() { # WORKLOAD LIB
 
 results="$out/results.txt"
 : >"$results"
+: >"$out/stderr.log"
 {
     echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -srm), $(nproc) CPUs"
     grep -m1 'model name' /proc/cpuinfo || true
