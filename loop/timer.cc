@@ -58,15 +58,22 @@ bool must_defer(const tl_loop *loop, unsigned c, uint64_t deadline) noexcept {
 }
 
 /* A timer without a leeway of its own takes the loop's collect interval
-   (none when collect_flags is 0) when it is placed: at a start while
-   inactive, not at a restart in place (the heartbeat's path stays as it
-   was; a timer keeps what it was lent). The lent bits stay after it stops
-   (so stopping costs nothing more); tl_timer_leeway hides them while it is
-   inactive, and the next start lends them afresh. */
-[[gnu::always_inline]] inline void adopt_collect_interval(const tl_loop *loop,
-                                                          tl_timer *t) noexcept {
-    if (loop->collect_flags && !(t->flags & kLeewayMask)) [[unlikely]]
-        t->flags |= loop->collect_flags;
+   (none when collect_flags is 0) when it starts while inactive or moves to
+   another clock, not at a restart (the heartbeat's path stays as it was; a
+   timer keeps what it was lent). The lent bits stay after it stops (so
+   stopping costs nothing more); tl_timer_leeway hides them while it is
+   inactive, and lend() replaces them at the next start, since that may be
+   on another loop. One test on the start path when nothing is lent. */
+[[gnu::noinline]] void lend(const tl_loop *loop, tl_timer *t) noexcept {
+    uint32_t f = t->flags;
+    if (f & TIMER_LOOP_LEEWAY) f &= ~(kLeewayMask | TIMER_LOOP_LEEWAY);
+    if (!(f & kLeewayMask)) f |= loop->collect_flags;
+    t->flags = f;
+}
+[[gnu::always_inline]] inline void lend_collect_interval(const tl_loop *loop,
+                                                         tl_timer *t) noexcept {
+    if ((t->flags & TIMER_LOOP_LEEWAY) | loop->collect_flags) [[unlikely]]
+        lend(loop, t);
 }
 
 /* Pre: t in neither the backend nor a list; its clock bits say where it goes
@@ -74,7 +81,6 @@ bool must_defer(const tl_loop *loop, unsigned c, uint64_t deadline) noexcept {
    a dispatch is running that could still pop it, else in the backend.
    Returns 0 or the backend's insert error. */
 [[gnu::always_inline]] inline int place(tl_loop *loop, tl_timer *t, uint64_t deadline) noexcept {
-    adopt_collect_interval(loop, t);
     t->deadline = deadline;
     unsigned c = timer_clock(t);
     if (must_defer(loop, c, deadline)) {
@@ -105,9 +111,7 @@ void deactivate(tl_loop *loop, tl_timer *t) noexcept {
 
 /* Pre: t not active. Starts t at deadline; on failure it stays inactive. */
 [[gnu::always_inline]] inline int arm(tl_loop *loop, tl_timer *t, uint64_t deadline) noexcept {
-    /* Bits another start lent (maybe another loop's interval) go back. */
-    if (t->flags & TIMER_LOOP_LEEWAY) [[unlikely]]
-        t->flags &= ~(kLeewayMask | TIMER_LOOP_LEEWAY);
+    lend_collect_interval(loop, t);
     int r = place(loop, t, deadline);
     if (r < 0) return r;
     t->flags |= TIMER_ACTIVE;
@@ -148,6 +152,7 @@ void disarm(tl_loop *loop, tl_timer *t) noexcept {
     if (timer_clock(t) == c) return rearm(loop, t, c, deadline);
     detach(loop, t);
     t->flags = (t->flags & ~TIMER_CLOCK_MASK) | c << TIMER_CLOCK_SHIFT;
+    lend_collect_interval(loop, t);
     int r = place(loop, t, deadline);
     if (r < 0) deactivate(loop, t);
     return r;

@@ -473,6 +473,32 @@ BACKEND_TEST(clocks, collect_interval_batches_wakeups) {
                   (unsigned long long)wakeups[1]);
 }
 
+/* A deadline already past fires in the next iteration on every backend, also
+ * on a wheel whose tick has not ended yet (mid-tick fake time): absolute, and
+ * a relative timeout of 0. */
+BACKEND_TEST(clocks, past_deadline_fires_in_the_next_iteration_mid_tick) {
+    struct fake f;
+    tl_loop *loop = fake_loop(p->name, &f);
+    struct rec far = {0};
+    rec_start_at(loop, &far, &f, TL_CLOCK_MONOTONIC, f.t[TL_CLOCK_MONOTONIC] + SEC, 0);
+    f.t[TL_CLOCK_MONOTONIC] += TICK / 2 + 123;
+    nowait(loop); /* the loop's time is now mid-tick, and its timers saw it */
+    const uint64_t now = f.t[TL_CLOCK_MONOTONIC];
+    struct rec a = {0}, b = {0};
+    rec_start_at(loop, &a, &f, TL_CLOCK_MONOTONIC, now - 100, 0);
+    b.f = &f;
+    tl_timer_init(&b.t, rec_cb, &b);
+    b.due = now;
+    cr_assert_eq(tl_timer_start(loop, &b.t, 0, 0), 0);
+    cr_assert_eq(tl_loop_timeout(loop), 0, "%s: due timers but timeout %llu", p->name,
+                 (unsigned long long)tl_loop_timeout(loop));
+    nowait(loop);
+    cr_assert_eq(a.fired, 1, "%s: a deadline 100 ns past did not fire", p->name);
+    cr_assert_eq(b.fired, 1, "%s: a timeout of 0 did not fire", p->name);
+    tl_timer_stop(loop, &far.t);
+    free_loop(loop);
+}
+
 Test(clocks, collect_interval_above_one_second_is_einval) {
     tl_loop_options opts;
     tl_loop_options_init(&opts);

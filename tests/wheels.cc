@@ -230,16 +230,29 @@ Test(wheels, deadline_zero_and_overdue_deadlines_are_due_at_once) {
         }
         cr_assert(n == 4, "%s: %zu of 4 overdue timers popped", name, n);
         cr_assert(b->count(self) == 0 && b->next_expiry(self) == UINT64_MAX);
-        /* A deadline inside now's tick (passed, but the tick has not) waits
-           for the tick's end, like the rest of the tick. */
-        items[4].timer.deadline = now - 1;
-        cr_assert(b->insert(self, &items[4].timer) == 0);
+        /* A deadline inside now's tick, passed though the tick has not: due
+           at once as well (a deadline in the past fires in the next
+           iteration), and a timer of that tick whose deadline passed before
+           it was filed comes out with it, first (ties in start order). */
         uint64_t end = (now / kTick + 1) * kTick;
+        items[3].timer.deadline = now - 1;
+        cr_assert(b->insert(self, &items[3].timer) == 0);
+        cr_assert(b->pop_expired(self, now) == &items[3].timer, "%s: overdue in the tick", name);
+        items[4].timer.deadline = end - 10; /* filed before its deadline passes */
+        cr_assert(b->insert(self, &items[4].timer) == 0);
+        cr_assert(b->pop_expired(self, end - 5) == nullptr, "%s: popped before its tick ended",
+                  name);
         cr_assert(b->next_expiry(self) == end, "%s: next_expiry %llu, tick end %llu", name,
                   (unsigned long long)b->next_expiry(self), (unsigned long long)end);
-        cr_assert(b->pop_expired(self, end - 1) == nullptr, "%s: popped before the tick's end",
-                  name);
-        cr_assert(b->pop_expired(self, end) == &items[4].timer);
+        items[0].timer.deadline = end - 10; /* the same deadline, now passed */
+        cr_assert(b->insert(self, &items[0].timer) == 0);
+        cr_assert(b->next_expiry(self) <= end - 5, "%s: overdue but next_expiry %llu", name,
+                  (unsigned long long)b->next_expiry(self));
+        cr_assert(b->pop_expired(self, end - 5) == &items[4].timer, "%s: tie order", name);
+        cr_assert(b->pop_expired(self, end - 5) == &items[0].timer, "%s: tie order", name);
+        cr_assert(b->pop_expired(self, end - 5) == nullptr);
+        cr_assert(tl_detail_timers_check(b, self) == nullptr, "%s: %s", name,
+                  tl_detail_timers_check(b, self));
         now = end;
         /* A removed overdue timer leaves nothing behind. */
         items[0].timer.deadline = 0;

@@ -10,8 +10,15 @@
  * (at now == UINT64_MAX, when every deadline has passed, all of them): a
  * tick's timers come out together once the tick has passed, and
  * next_expiry() is the instant of the first tick that holds one, so the loop
- * wakes at most once per such tick. The wheel keeps its own position `cur`,
- * at most one tick past the last now it was given.
+ * wakes at most once per such tick. A timer filed (inserted or rescheduled)
+ * with a deadline at or before the last now given is overdue: the next pop
+ * hands it out with the timers of its tick whose deadlines have passed too
+ * (the tick in progress is cascaded and visited early), so a deadline
+ * already in the past fires in the loop's next iteration and ties keep
+ * their order; timers whose deadlines pass while they are inside wait for
+ * their tick's end. The wheel keeps its own position `cur`, at most one
+ * tick past the last now it was given.
+ * `cur`, at most one tick past the last now it was given.
  *
  * Layout: kLevels levels of 64 slots, each slot a circular doubly-linked list
  * threaded through tl_timer::link, one 64-bit occupancy word per level and a
@@ -143,8 +150,9 @@ class HWheel : public MallocNew, public GridEntry<HWheel> {
     ReadyList ready_;
     uint64_t cur_;
     size_t count_ = 0;
-    uint64_t cascaded_ = 0; /* timers re-filed by cascades, for benchmarks */
-    uint64_t last_now_ = 0; /* the last now given, for the walker */
+    uint64_t cascaded_ = 0;         /* timers re-filed by cascades, for benchmarks */
+    uint64_t last_now_;             /* the last now given (create, pop_expired) */
+    uint64_t overdue_ = UINT64_MAX; /* least deadline <= last_now_ filed since a pop */
     TickClock clock_;
 
     static unsigned id_of(const tl_timer *t) noexcept { return unsigned(slot_id(t)); }
@@ -159,12 +167,20 @@ class HWheel : public MallocNew, public GridEntry<HWheel> {
 
     /* A start: the next start sequence, not moved. */
     uintptr_t started() noexcept { return sequence_bits(++seq_); }
+    /* A timer was filed with a deadline that had already passed. */
+    void note_overdue(uint64_t deadline) noexcept {
+        if (deadline < overdue_) overdue_ = deadline;
+    }
 
     /* Pre: t in no list, e = t's fire tick on grid (its grid bits). Post: t
        started: appended relative to cur with a new start sequence (in the
        ready list if e < cur), bitmaps and minimum updated. Does not touch
        count. */
-    void file(tl_timer *t, uint64_t e, uintptr_t grid) noexcept { place(t, e, grid, started()); }
+    void file(tl_timer *t, uint64_t e, uintptr_t grid) noexcept {
+        if (t->deadline <= last_now_) [[unlikely]]
+            note_overdue(t->deadline);
+        place(t, e, grid, started());
+    }
 
     /* Pre and post as file(), with order = the order bits t gets. */
     void place(tl_timer *t, uint64_t e, uintptr_t grid, uintptr_t order) noexcept {
@@ -248,13 +264,31 @@ class HWheel : public MallocNew, public GridEntry<HWheel> {
         }
     }
 
+    /* Pre: level-0 slot is the first occupied, its tick slot_start is now's
+       tick + 1, a timer was filed overdue. Post: cur = slot_start; its
+       timers whose deadline is <= now are in the ready list, the rest back
+       in the slot, in slot order. */
+    void collect_passed(unsigned slot, uint64_t slot_start, uint64_t now) noexcept {
+        tl_timer *t = take_slot(0, slot);
+        cur_ = slot_start;
+        while (t) {
+            tl_timer *n = next_of(t);
+            if (t->deadline <= now)
+                ready_.push(t);
+            else /* back here: f == slot_start, never lazy */
+                place(t, slot_start, t->link[2] & kGridMask, t->link[2] & kOrderBits);
+            t = n;
+        }
+    }
+
 public:
     /* Tick order only: a timer fires within the tick after its deadline. */
     static constexpr uint32_t kCaps = 0;
 
     static bool accepts(const tl_timer_config &cfg) noexcept { return cfg.tick_ns != 0; }
 
-    HWheel(const tl_timer_config &cfg, uint64_t now) noexcept : clock_(cfg.tick_ns) {
+    HWheel(const tl_timer_config &cfg, uint64_t now) noexcept
+        : last_now_(now), clock_(cfg.tick_ns) {
         uint64_t r;
         cur_ = clock_.floor(now, r);
     }
@@ -297,10 +331,14 @@ public:
                     t->deadline = deadline;
                     t->link[2] = started() | kMoved | id | grid;
                     unsorted0_ |= bit(slot);
+                    if (deadline <= last_now_) [[unlikely]]
+                        note_overdue(deadline);
                     return; /* the slot's minimum is this tick's instant */
                 }
             } else if (e >= slot_start) {
                 t->deadline = deadline;
+                if (deadline <= last_now_) [[unlikely]]
+                    note_overdue(deadline);
                 uint64_t due = clock_.due(e);
                 if (due < min) min = due;
                 t->link[2] =
@@ -336,12 +374,15 @@ public:
         /* Ready timers taken early by a cascade may sit before slots with
            earlier deadlines: the lesser of the two. */
         if (ready_.head && ready_.min < next) next = ready_.min;
+        if (count_ && overdue_ < next) next = overdue_;
         return next;
     }
 
     /* Pre: now >= every earlier now. Post: returns a timer with fire tick <=
-       now's tick, removed, in tick order; NULL once none is left, with cur
-       at now's tick and every slot that started by then cascaded. */
+       now's tick, or of the next tick with its deadline <= now when a timer
+       was filed overdue since the last pop, removed, in tick order; NULL once none is
+       left, with cur at now's tick (its successor after a visit for overdue timers)
+       and every slot that started by then cascaded. */
     tl_timer *pop_expired(uint64_t now) noexcept {
         uint64_t nt = clock_.now_tick(now);
         last_now_ = now;
@@ -354,7 +395,17 @@ public:
             unsigned level = unsigned(__builtin_ctzll(levels_));
             unsigned slot = unsigned(__builtin_ctzll(occupied_[level]));
             uint64_t slot_start = start(level, slot);
-            if (slot_start > nt) break;
+            if (slot_start > nt) {
+                /* The tick in progress, for overdue timers only. */
+                if (overdue_ == UINT64_MAX || slot_start - nt > 1) break;
+                if (level > 0) {
+                    cascade(level, slot, slot_start, now);
+                } else {
+                    overdue_ = UINT64_MAX;
+                    collect_passed(slot, slot_start, now);
+                }
+                continue;
+            }
             if (level > 0) {
                 cascade(level, slot, slot_start, now);
                 continue;
@@ -371,6 +422,7 @@ public:
             --count_;
             return t;
         }
+        overdue_ = UINT64_MAX;
         if (nt > cur_) cur_ = nt;
         return nullptr;
     }

@@ -9,7 +9,13 @@
  * (at now == UINT64_MAX, when every deadline has passed, all of them): a
  * tick's timers come out together once the tick has passed, and
  * next_expiry() is the instant of the first tick that holds one, so the loop
- * wakes at most once per such tick. The wheel keeps its own position `cur`:
+ * wakes at most once per such tick. A timer filed (inserted or rescheduled)
+ * with a deadline at or before the last now given is overdue: the next pop
+ * hands it out with the timers of its tick whose deadlines have passed too
+ * (the tick in progress is visited early), so a deadline already in the past
+ * fires in the loop's next iteration and ties keep their order; timers
+ * whose deadlines pass while they are inside wait for their tick's end.
+ * The wheel keeps its own position `cur`:
  * no timer in a slot has a fire tick before it, and it is at most one tick
  * past the last now it was given.
  *
@@ -109,7 +115,9 @@ class Wheel : public MallocNew, public GridEntry<Wheel> {
     uint64_t window_ = 0;
     bool window_valid_ = false;
     size_t count_ = 0;
-    uint32_t seq_ = 0; /* the last start sequence given */
+    uint32_t seq_ = 0;              /* the last start sequence given */
+    uint64_t now_;                  /* the last now given (create, pop_expired) */
+    uint64_t overdue_ = UINT64_MAX; /* least deadline <= now_ filed since a pop */
 
     /* Where scans start: cur, or the window if it starts later (no timer in
        a slot is due before it). */
@@ -138,6 +146,10 @@ class Wheel : public MallocNew, public GridEntry<Wheel> {
 
     /* A start: the next start sequence, not moved. */
     uintptr_t started() noexcept { return sequence_bits(++seq_); }
+    /* A timer was filed with a deadline that had already passed. */
+    void note_overdue(uint64_t deadline) noexcept {
+        if (deadline < overdue_) overdue_ = deadline;
+    }
     /* A re-filing: t's own sequence, marked moved. */
     static uintptr_t refiled(const tl_timer *t) noexcept {
         return (t->link[2] & kOrderBits) | kMoved;
@@ -147,7 +159,11 @@ class Wheel : public MallocNew, public GridEntry<Wheel> {
        started: appended to slot e mod N with a new start sequence (marked
        active if e is in the window), or in the ready list if e < cur. Does
        not touch count. */
-    void file(tl_timer *t, uint64_t e, uintptr_t grid) noexcept { place(t, e, grid, started()); }
+    void file(tl_timer *t, uint64_t e, uintptr_t grid) noexcept {
+        if (t->deadline <= now_) [[unlikely]]
+            note_overdue(t->deadline);
+        place(t, e, grid, started());
+    }
 
     /* Pre and post as file(), with order = the order bits t gets. */
     void place(tl_timer *t, uint64_t e, uintptr_t grid, uintptr_t order) noexcept {
@@ -193,11 +209,12 @@ class Wheel : public MallocNew, public GridEntry<Wheel> {
     }
 
     /* Pre: the ready list is empty, slot s is visited at tick T, limit <=
-       clock_.time_of(T). Post: its timers due by limit are in the ready list
-       in slot order, its lazy ones re-filed where their fire tick says, the
-       rest still in slot order, slot_min[s] is exact, and s is active only if
-       a timer of tick T is left. */
-    void collect(size_t s, uint64_t T, uint64_t limit) noexcept {
+       clock_.time_of(T). Post: its timers due by limit, and those of tick T
+       whose deadline is <= passed (when one was overdue), are in the ready list in slot
+       order, its lazy ones re-filed where their fire tick says, the rest
+       still in slot order, slot_min[s] is exact, and s is active only if a
+       timer of tick T is left. */
+    void collect(size_t s, uint64_t T, uint64_t limit, uint64_t passed) noexcept {
         tl_timer *t = list_take(slots_[s]);
         uint64_t min = UINT64_MAX;
         while (t) {
@@ -205,7 +222,7 @@ class Wheel : public MallocNew, public GridEntry<Wheel> {
             uintptr_t grid = t->link[2] & kGridMask;
             uint64_t f = clock_.fire_tick(t->deadline, grid);
             uint64_t due = clock_.due(f);
-            if (due <= limit) {
+            if (due <= limit || (f == T && t->deadline <= passed)) {
                 ready_.push(t);
             } else if ((t->link[2] & kLazy) && (f & mask_) != s) {
                 /* Its fire tick is after T (due > limit), in another slot:
@@ -298,7 +315,7 @@ public:
         : clock_(cfg.tick_ns), mask_(cfg.wheel_slots - 1),
           words_(cfg.wheel_slots >= 64 ? size_t(cfg.wheel_slots / 64) : 1),
           max_tick_(UINT64_MAX / cfg.tick_ns + (UINT64_MAX % cfg.tick_ns != 0)),
-          cur_(now / cfg.tick_ns) {}
+          cur_(now / cfg.tick_ns), now_(now) {}
     Wheel(const Wheel &) = delete;
     Wheel &operator=(const Wheel &) = delete;
     ~Wheel() {
@@ -363,6 +380,8 @@ public:
             }
             t->link[2] = started() | kMoved | s | grid;
             t->deadline = deadline;
+            if (deadline <= now_) [[unlikely]]
+                note_overdue(deadline);
             uint64_t due = clock_.due(e);
             if (due < slot_min_[s]) slot_min_[s] = due;
             if (window_valid_) {
@@ -401,11 +420,13 @@ public:
 
     /* A lower bound of every due time inside (a fire tick's instant), exact
        unless a cancel or a lazy reschedule left a minimum stale: the ready
-       list's minimum deadline (already due); else the minimum of the first
-       slot due in the window; else the horizon. */
+       list's minimum deadline (already due); the least deadline of a timer
+       filed overdue (already due); else the minimum of the first slot due in the window; else
+       the horizon. */
     uint64_t next_expiry() noexcept {
         if (ready_.head) return ready_.min;
         if (count_ == 0) return UINT64_MAX;
+        if (overdue_ != UINT64_MAX) return overdue_;
         uint64_t visit;
         size_t s = find_due(visit);
         if (s == kNone) return 0;
@@ -414,10 +435,12 @@ public:
     }
 
     /* Pre: now >= every earlier now. Post: returns a timer with fire tick <=
-       now's tick, removed, in tick order; NULL once none is left, with cur
-       at least now's tick. */
+       now's tick, or of the next tick with its deadline <= now when a timer
+       was filed overdue since the last pop, removed, in tick order; NULL once none is
+       left, with cur at least now's tick. */
     tl_timer *pop_expired(uint64_t now) noexcept {
         uint64_t nt = clock_.now_tick(now);
+        now_ = now;
         for (;;) {
             if (ready_.head) {
                 --count_;
@@ -426,11 +449,20 @@ public:
             if (count_ == 0) break;
             uint64_t visit;
             size_t s = find_due(visit);
-            if (s == kNone || visit > nt) break;
-            collect(s, visit, clock_.time_of(visit));
+            if (s == kNone) break;
+            if (visit > nt) {
+                /* The tick in progress, for overdue timers only. */
+                if (overdue_ == UINT64_MAX || visit - nt > 1) break;
+                overdue_ = UINT64_MAX;
+                collect(s, visit, 0, now);
+                cur_ = visit;
+                continue;
+            }
+            collect(s, visit, clock_.time_of(visit), 0);
             /* At the last representable tick cur stays: nothing is later. */
             cur_ = visit < max_tick_ ? visit + 1 : visit;
         }
+        overdue_ = UINT64_MAX;
         if (nt > cur_) cur_ = nt;
         return nullptr;
     }
@@ -439,7 +471,7 @@ public:
 
     const char *check() const noexcept {
         size_t seen = 0;
-        if (const char *broken = ready_.check(clock_, cur_, 0, seen, count_, "wheel"))
+        if (const char *broken = ready_.check(clock_, cur_, now_, seen, count_, "wheel"))
             return broken;
         if (mask_ + 1 < 64 && (occupied_[0] | active_[0]) >> (mask_ + 1))
             return check_failed("wheel: bitmap bits beyond slot %llu", (unsigned long long)mask_);

@@ -31,7 +31,7 @@ command -v valgrind >/dev/null || { echo "valgrind not installed" >&2; exit 1; }
 if [ ! -f "$build/build.ninja" ]; then
     meson setup "$build" "$top" -Dbuildtype=debug -Dbenches=disabled >/dev/null
 fi
-suites="tests/api_misuse tests/loop_io tests/loop_hooks tests/loop_ref
+suites="tests/api_misuse tests/loop_io tests/loop_hooks tests/loop_ref tests/streams
         tests/reliability/faults tests/reliability/threads
         tests/reliability/timers_fuzz_replay tests/reliability/loop_fuzz_replay"
 ninja -C "$build" $suites
