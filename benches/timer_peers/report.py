@@ -335,6 +335,7 @@ def plot(runs, path):
     ax.axvline(1200, color="black", linestyle="--", linewidth=1, label="1 tick + 200 us")
     finish(ax, "(c) Delayed tasks: lateness", "us after the deadline, 100,000 fires (log scale)",
            log=True)
+    ax.xaxis.set_major_locator(LogLocator(base=10))  # decades only: labels up to 6 digits
 
     # (d) delayed: wake-ups per due tick.
     ax = axes[1][1]
