@@ -797,14 +797,6 @@ Test(streams, bad_arguments) {
 
 #include <sys/wait.h>
 
-#define CHILD_CHECK(cond)                                                                          \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "child: %s:%d: %s\n", __FILE__, __LINE__, #cond);                      \
-            _exit(2);                                                                              \
-        }                                                                                          \
-    } while (0)
-
 static int child_accepted;
 static void child_accept(tl_loop *loop, tl_listener *l, int fd) {
     (void)loop;
