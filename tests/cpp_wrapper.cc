@@ -441,20 +441,12 @@ Test(cpp_wrapper, negative_durations_are_einval) {
                             "start_at period -1s");
     cr_assert_not(t.active());
     expect_negative_refused([&] { t.set_leeway(-1ms); }, "set_leeway(-1ms)");
-    expect_negative_refused(
-        [&] {
-            tickloop::Options o;
-            o.tick = -1ms;
-            tickloop::Loop bad(o);
-        },
-        "Options::tick");
-    expect_negative_refused(
-        [&] {
-            tickloop::Options o;
-            o.timer_slack = -1us;
-            tickloop::Loop bad(o);
-        },
-        "Options::timer_slack");
+    tickloop::Options tick;
+    tick.tick = -1ms;
+    expect_negative_refused([&] { tickloop::Loop bad(tick); }, "Options::tick");
+    tickloop::Options slack;
+    slack.timer_slack = -1us;
+    expect_negative_refused([&] { tickloop::Loop bad(slack); }, "Options::timer_slack");
     // A time point before the epoch is only a time already past.
     t.start_at(std::chrono::steady_clock::time_point(-1s));
     loop.run(TL_RUN_NOWAIT);
