@@ -40,6 +40,7 @@
 #include <tickloop/tickloop.h>
 #include <tickloop/timer_backend.h>
 
+#include "example_options.h"
 #include "loop_new_error.h"
 
 #define MS 1000000ull
@@ -192,21 +193,13 @@ int main(int argc, char **argv) {
         if (strcmp(opt, "--help") == 0) {
             usage(stdout, argv[0]);
             return 0;
-        } else if (val && strcmp(opt, "--io") == 0 && strcmp(val, "epoll") == 0) {
-            opts.io = TL_IO_EPOLL;
-        } else if (val && strcmp(opt, "--io") == 0 && strcmp(val, "io_uring") == 0) {
-            opts.io = TL_IO_URING;
-        } else if (val && strcmp(opt, "--io") == 0 && strcmp(val, "auto") == 0) {
-            opts.io = TL_IO_AUTO;
+        } else if (val && strcmp(opt, "--io") == 0 && parse_io_kind(val, &opts.io) == 0) {
+            /* parse_io_kind stored the backend */
         } else if (val && strcmp(opt, "--timers") == 0) {
             opts.timers = val; /* an unknown name: loop_new_error.h says so */
         } else {
-            if (strcmp(opt, "--io") != 0 && strcmp(opt, "--timers") != 0)
-                fprintf(stderr, "%s: unknown option: %s\n", argv[0], opt);
-            else if (!val)
-                fprintf(stderr, "%s: %s needs a value\n", argv[0], opt);
-            else
-                fprintf(stderr, "%s: bad value for %s: %s\n", argv[0], opt, val);
+            static const char *const known[] = {"--io", "--timers"};
+            report_bad_option(argv[0], opt, val, known, sizeof known / sizeof known[0]);
             usage(stderr, argv[0]);
             return 2;
         }

@@ -29,6 +29,7 @@
 
 #include <tickloop/tickloop.h>
 
+#include "example_options.h"
 #include "loop_new_error.h"
 
 enum { kTicks = 10 };
@@ -211,12 +212,8 @@ int main(int argc, char **argv) {
         if (strcmp(opt, "--help") == 0) {
             usage(stdout, argv[0]);
             return 0;
-        } else if (val && strcmp(opt, "--io") == 0 && strcmp(val, "epoll") == 0) {
-            io = TL_IO_EPOLL;
-        } else if (val && strcmp(opt, "--io") == 0 && strcmp(val, "io_uring") == 0) {
-            io = TL_IO_URING;
-        } else if (val && strcmp(opt, "--io") == 0 && strcmp(val, "auto") == 0) {
-            io = TL_IO_AUTO;
+        } else if (val && strcmp(opt, "--io") == 0 && parse_io_kind(val, &io) == 0) {
+            /* parse_io_kind stored the backend */
         } else if (val && strcmp(opt, "--timers") == 0) {
             timers = val;
         } else {

@@ -28,6 +28,7 @@
 
 #include <tickloop/tickloop.h>
 
+#include "example_options.h"
 #include "loop_new_error.h"
 
 enum { kTicks = 10 };
@@ -154,21 +155,13 @@ int main(int argc, char **argv) {
         if (strcmp(opt, "--help") == 0) {
             usage(stdout, argv[0]);
             return 0;
-        } else if (val && strcmp(opt, "--io") == 0 && strcmp(val, "epoll") == 0) {
-            io = TL_IO_EPOLL;
-        } else if (val && strcmp(opt, "--io") == 0 && strcmp(val, "io_uring") == 0) {
-            io = TL_IO_URING;
-        } else if (val && strcmp(opt, "--io") == 0 && strcmp(val, "auto") == 0) {
-            io = TL_IO_AUTO;
+        } else if (val && strcmp(opt, "--io") == 0 && parse_io_kind(val, &io) == 0) {
+            /* parse_io_kind stored the backend */
         } else if (val && strcmp(opt, "--timers") == 0) {
             timers = val;
         } else {
-            if (strcmp(opt, "--io") != 0 && strcmp(opt, "--timers") != 0)
-                fprintf(stderr, "%s: unknown option: %s\n", argv[0], opt);
-            else if (!val)
-                fprintf(stderr, "%s: %s needs a value\n", argv[0], opt);
-            else
-                fprintf(stderr, "%s: bad value for %s: %s\n", argv[0], opt, val);
+            static const char *const known[] = {"--io", "--timers"};
+            report_bad_option(argv[0], opt, val, known, sizeof known / sizeof known[0]);
             usage(stderr, argv[0]);
             return 2;
         }

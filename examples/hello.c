@@ -20,6 +20,7 @@
 #include <tickloop/tickloop.h>
 #include <tickloop/timer_backend.h>
 
+#include "example_options.h"
 #include "loop_new_error.h"
 
 struct demo {
@@ -130,25 +131,13 @@ int main(int argc, char **argv) {
         if (strcmp(opt, "--help") == 0) {
             usage(stdout, argv[0]);
             return 0;
-        } else if (val && strcmp(opt, "--io") == 0 && strcmp(val, "epoll") == 0) {
-            io = TL_IO_EPOLL;
-        } else if (val && strcmp(opt, "--io") == 0 && strcmp(val, "io_uring") == 0) {
-            io = TL_IO_URING;
-        } else if (val && strcmp(opt, "--io") == 0 && strcmp(val, "auto") == 0) {
-            io = TL_IO_AUTO;
+        } else if (val && strcmp(opt, "--io") == 0 && parse_io_kind(val, &io) == 0) {
+            /* parse_io_kind stored the backend */
         } else if (val && strcmp(opt, "--timers") == 0) {
             timers = val; /* an unknown name: loop_new_error.h says so */
         } else {
             static const char *const known[] = {"--io", "--timers"};
-            int is_known = 0;
-            for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
-                if (strcmp(opt, known[k]) == 0) is_known = 1;
-            if (!is_known)
-                fprintf(stderr, "%s: unknown option: %s\n", argv[0], opt);
-            else if (!val)
-                fprintf(stderr, "%s: %s needs a value\n", argv[0], opt);
-            else
-                fprintf(stderr, "%s: bad value for %s: %s\n", argv[0], opt, val);
+            report_bad_option(argv[0], opt, val, known, sizeof known / sizeof known[0]);
             usage(stderr, argv[0]);
             return 2;
         }

@@ -38,6 +38,7 @@
 
 #include <tickloop/tickloop.h>
 
+#include "example_options.h"
 #include "loop_new_error.h"
 
 #define MS ((uint64_t)1000000)
@@ -291,25 +292,13 @@ int main(int argc, char **argv) {
         } else if (val && strcmp(opt, "--idle-ms") == 0 &&
                    parse_number(val, 1, UINT32_MAX, &v) == 0) {
             idle_ms = v;
-        } else if (val && strcmp(opt, "--io") == 0 && strcmp(val, "epoll") == 0) {
-            opts.io = TL_IO_EPOLL;
-        } else if (val && strcmp(opt, "--io") == 0 && strcmp(val, "io_uring") == 0) {
-            opts.io = TL_IO_URING;
-        } else if (val && strcmp(opt, "--io") == 0 && strcmp(val, "auto") == 0) {
-            opts.io = TL_IO_AUTO;
+        } else if (val && strcmp(opt, "--io") == 0 && parse_io_kind(val, &opts.io) == 0) {
+            /* parse_io_kind stored the backend */
         } else if (val && strcmp(opt, "--timers") == 0) {
             opts.timers = val; /* an unknown name: loop_new_error.h says so */
         } else {
             static const char *const known[] = {"--port", "--idle-ms", "--io", "--timers"};
-            int is_known = 0;
-            for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
-                if (strcmp(opt, known[k]) == 0) is_known = 1;
-            if (!is_known)
-                fprintf(stderr, "%s: unknown option: %s\n", argv[0], opt);
-            else if (!val)
-                fprintf(stderr, "%s: %s needs a value\n", argv[0], opt);
-            else
-                fprintf(stderr, "%s: bad value for %s: %s\n", argv[0], opt, val);
+            report_bad_option(argv[0], opt, val, known, sizeof known / sizeof known[0]);
             usage(stderr, argv[0]);
             return 2;
         }

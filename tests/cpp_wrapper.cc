@@ -46,6 +46,18 @@ void operator delete(void *p, std::size_t) noexcept {
     std::free(p);
 }
 
+// Makes a loop with options o, which the library must refuse (`what` names
+// the case in the failure); check then examines the error thrown.
+static void expect_loop_refused(const tickloop::Options &o, const char *what,
+                                const std::function<void(const std::system_error &)> &check) {
+    try {
+        tickloop::Loop loop(o);
+        cr_assert_fail("%s accepted", what);
+    } catch (const std::system_error &e) {
+        check(e);
+    }
+}
+
 Test(cpp_wrapper, timer_lambda_fires_and_loop_ends) {
     tickloop::Loop loop;
     int fired = 0;
@@ -131,12 +143,8 @@ Test(cpp_wrapper, member_function_callback) {
 }
 
 Test(cpp_wrapper, errors_become_system_error) {
-    try {
-        tickloop::Loop loop(tickloop::Options{"no-such-backend", TL_IO_AUTO, 0ns, 0});
-        cr_assert_fail("unknown backend accepted");
-    } catch (const std::system_error &e) {
-        cr_assert_eq(e.code().value(), ENOENT);
-    }
+    expect_loop_refused(tickloop::Options{"no-such-backend", TL_IO_AUTO, 0ns, 0}, "unknown backend",
+                        [](const std::system_error &e) { cr_assert_eq(e.code().value(), ENOENT); });
     tickloop::Loop loop;
     tickloop::Timer t(loop, [](tickloop::Timer &) {});
     try {
@@ -180,18 +188,15 @@ Test(cpp_wrapper, io_async_and_signal) {
 }
 
 Test(cpp_wrapper, unknown_backend_is_named_with_the_registered_ones) {
-    try {
-        tickloop::Options o;
-        o.timers = "bogus";
-        tickloop::Loop loop(o);
-        cr_assert_fail("unknown backend accepted");
-    } catch (const std::system_error &e) {
+    tickloop::Options o;
+    o.timers = "bogus";
+    expect_loop_refused(o, "unknown backend", [](const std::system_error &e) {
         cr_assert_eq(e.code().value(), ENOENT);
         std::string what = e.what();
         cr_assert(what.find("unknown timer backend 'bogus'; registered: heap2, heap4, wheel, "
                             "hwheel") != std::string::npos,
                   "%s", e.what());
-    }
+    });
 }
 
 Test(cpp_wrapper, every_option_reaches_the_loop) {
@@ -383,36 +388,27 @@ Test(cpp_wrapper, stream_echo_through_a_listener) {
 // or directory", and TICKLOOP_IO=bogus said only "tl_loop_new: Invalid
 // argument". The codes still compare equal to std::errc.
 Test(cpp_wrapper, loop_errors_name_what_was_refused) {
-    try {
-        tickloop::Options o;
-        o.timers = "bogus";
-        tickloop::Loop loop(o);
-        cr_assert_fail("unknown backend accepted");
-    } catch (const std::system_error &e) {
+    tickloop::Options bogus;
+    bogus.timers = "bogus";
+    expect_loop_refused(bogus, "unknown backend", [](const std::system_error &e) {
         std::string what = e.what();
         cr_assert(what.find("No such file") == std::string::npos, "%s", e.what());
         cr_assert(e.code() == std::errc::no_such_file_or_directory);
         cr_assert_str_eq(e.code().category().name(), "tickloop");
-    }
+    });
     setenv("TICKLOOP_IO", "bogus", 1);
-    try {
-        tickloop::Loop loop;
-        cr_assert_fail("TICKLOOP_IO=bogus accepted");
-    } catch (const std::system_error &e) {
+    expect_loop_refused(tickloop::Options{}, "TICKLOOP_IO=bogus", [](const std::system_error &e) {
         cr_assert(e.code() == std::errc::invalid_argument);
         std::string what = e.what();
         cr_assert(what.find("TICKLOOP_IO='bogus'") != std::string::npos, "%s", e.what());
-    }
+    });
     unsetenv("TICKLOOP_IO");
-    try {
-        tickloop::Options o;
-        o.wheel_slots = 1000;
-        tickloop::Loop loop(o);
-        cr_assert_fail("wheel_slots 1000 accepted");
-    } catch (const std::system_error &e) {
+    tickloop::Options slots;
+    slots.wheel_slots = 1000;
+    expect_loop_refused(slots, "wheel_slots 1000", [](const std::system_error &e) {
         std::string what = e.what();
         cr_assert(what.find("wheel_slots is 1000") != std::string::npos, "%s", e.what());
-    }
+    });
 }
 
 // Negative durations were clamped silently: start(-5s) fired at once and
@@ -445,20 +441,12 @@ Test(cpp_wrapper, negative_durations_are_einval) {
                             "start_at period -1s");
     cr_assert_not(t.active());
     expect_negative_refused([&] { t.set_leeway(-1ms); }, "set_leeway(-1ms)");
-    expect_negative_refused(
-        [&] {
-            tickloop::Options o;
-            o.tick = -1ms;
-            tickloop::Loop bad(o);
-        },
-        "Options::tick");
-    expect_negative_refused(
-        [&] {
-            tickloop::Options o;
-            o.timer_slack = -1us;
-            tickloop::Loop bad(o);
-        },
-        "Options::timer_slack");
+    tickloop::Options tick;
+    tick.tick = -1ms;
+    expect_negative_refused([&] { tickloop::Loop bad(tick); }, "Options::tick");
+    tickloop::Options slack;
+    slack.timer_slack = -1us;
+    expect_negative_refused([&] { tickloop::Loop bad(slack); }, "Options::timer_slack");
     // A time point before the epoch is only a time already past.
     t.start_at(std::chrono::steady_clock::time_point(-1s));
     loop.run(TL_RUN_NOWAIT);

@@ -22,14 +22,6 @@
 #include "backend_params.h"
 #include "loop_helpers.h"
 
-#define CHILD_CHECK(cond)                                                                          \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "child: %s:%d: %s\n", __FILE__, __LINE__, #cond);                      \
-            _exit(2);                                                                              \
-        }                                                                                          \
-    } while (0)
-
 /* Forks; in the child runs body(arg) under a 10 s alarm and exits 0 when it
  * returns; in the parent returns the child's pid. */
 static pid_t fork_child(void (*body)(void *), void *arg) {

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -94,5 +95,16 @@ static inline void start_failsafe(tl_loop *loop, tl_timer *t, int *fired, uint64
     cr_assert_eq(tl_timer_start(loop, t, ms * MS, 0), 0);
     cr_assert_eq(tl_timer_set_ref(loop, t, 0), 0);
 }
+
+/* A check for the child of a fork, where Criterion must not be used: prints
+ * the failed condition and exits with status 2, which the parent asserts
+ * against. */
+#define CHILD_CHECK(cond)                                                                          \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "child: %s:%d: %s\n", __FILE__, __LINE__, #cond);                      \
+            _exit(2);                                                                              \
+        }                                                                                          \
+    } while (0)
 
 #endif /* TICKLOOP_TESTS_LOOP_HELPERS_H */

@@ -181,6 +181,27 @@ static void run_until_closed(tl_loop *loop, rec *r) {
     run_until(loop, &r->closes);
 }
 
+/* Clears r and makes s a stream on fd whose callbacks record into r. */
+static void rec_stream(tl_stream *s, int fd, rec *r) {
+    memset(r, 0, sizeof *r);
+    tl_stream_init(s, fd, r);
+}
+
+/* Makes a socketpair p and s a stream on p[0] recording into r (cleared);
+ * p[1] is the raw peer the test drives. */
+static void stream_on_pair(tl_stream *s, rec *r, int p[2]) {
+    make_pair(p);
+    rec_stream(s, p[0], r);
+}
+
+/* Closes s (which must accept the close) and runs the loop until its close
+ * callback recorded into r. */
+static void close_and_wait(tl_loop *loop, tl_stream *s, rec *r) {
+    int e = tl_stream_close(loop, s, on_close);
+    cr_assert_eq(e, 0, "tl_stream_close: %s", tl_strerror(e));
+    run_until_closed(loop, r);
+}
+
 /* Reads everything from a blocking-capable fd until n bytes arrived. */
 static void read_exact(int fd, char *out, size_t n) {
     int fl = fcntl(fd, F_GETFL);
@@ -200,11 +221,9 @@ Test(streams, echo_and_eof_on_socketpair) {
     tl_loop *loop = new_loop();
     check_path(loop);
     int p[2];
-    make_pair(p);
     static rec r;
-    memset(&r, 0, sizeof r);
     tl_stream s;
-    tl_stream_init(&s, p[0], &r);
+    stream_on_pair(&s, &r, p);
     cr_assert_eq(tl_stream_read_start(loop, &s, on_read), 0);
     cr_assert(write(p[1], "hello ", 6) == 6);
     cr_assert(write(p[1], "world", 5) == 5);
@@ -227,8 +246,7 @@ Test(streams, echo_and_eof_on_socketpair) {
     cr_assert_eq(st.streams_active, 1);
     cr_assert(st.stream_reads >= 1);
     cr_assert_eq(st.stream_writes, 1);
-    cr_assert_eq(tl_stream_close(loop, &s, on_close), 0);
-    run_until_closed(loop, &r);
+    close_and_wait(loop, &s, &r);
     cr_assert_eq(r.fd_open_at_close, 0, "the fd is closed before the close callback");
     close(p[1]);
     free_loop(loop);
@@ -239,9 +257,8 @@ Test(streams, reset_is_econnreset) {
     int c[2];
     tcp_pair(c);
     static rec r;
-    memset(&r, 0, sizeof r);
     tl_stream s;
-    tl_stream_init(&s, c[1], &r);
+    rec_stream(&s, c[1], &r);
     cr_assert_eq(tl_stream_read_start(loop, &s, on_read), 0);
     cr_assert(write(c[0], "abc", 3) == 3);
     struct linger lg = {1, 0};
@@ -252,8 +269,7 @@ Test(streams, reset_is_econnreset) {
     cr_assert_eq(r.got, 3);
     cr_assert_eq(r.last_err, -ECONNRESET, "got %td", r.last_err);
     cr_assert_eq(r.eofs, 0);
-    tl_stream_close(loop, &s, on_close);
-    run_until_closed(loop, &r);
+    close_and_wait(loop, &s, &r);
     free_loop(loop);
 }
 
@@ -263,9 +279,8 @@ Test(streams, epipe_without_sigpipe) {
     int c[2];
     tcp_pair(c);
     static rec r;
-    memset(&r, 0, sizeof r);
     tl_stream s;
-    tl_stream_init(&s, c[0], &r);
+    rec_stream(&s, c[0], &r);
     close(c[1]);
     static char big[1 << 20];
     static wreq w[3];
@@ -286,19 +301,16 @@ Test(streams, epipe_without_sigpipe) {
     queue_write(loop, &s, &w4, &r, 3, "x", 1);
     run_until(loop, &r.order[3]);
     cr_assert_eq(r.status[3], r.status[2]);
-    tl_stream_close(loop, &s, on_close);
-    run_until_closed(loop, &r);
+    close_and_wait(loop, &s, &r);
     free_loop(loop);
 }
 
 Test(streams, close_cancels_queued_writes_in_order) {
     tl_loop *loop = new_loop();
     int p[2];
-    make_pair(p);
     static rec r;
-    memset(&r, 0, sizeof r);
     tl_stream s;
-    tl_stream_init(&s, p[0], &r);
+    stream_on_pair(&s, &r, p);
     static char big[4 << 20];
     static wreq w[4];
     for (int i = 0; i < 4; ++i) queue_write(loop, &s, &w[i], &r, i, big, sizeof big);
@@ -331,11 +343,9 @@ static void close_in_read(tl_loop *loop, tl_stream *s, const void *buf, ptrdiff_
 Test(streams, close_inside_read_callback) {
     tl_loop *loop = new_loop_bufs(256, 4);
     int p[2];
-    make_pair(p);
     static rec r;
-    memset(&r, 0, sizeof r);
     tl_stream s;
-    tl_stream_init(&s, p[0], &r);
+    stream_on_pair(&s, &r, p);
     cr_assert_eq(tl_stream_read_start(loop, &s, close_in_read), 0);
     static char data[4096];
     memset(data, 'a', sizeof data);
@@ -381,11 +391,9 @@ Test(streams, stream_freed_in_close_callback) {
 Test(streams, close_of_a_stream_never_used) {
     tl_loop *loop = new_loop();
     int p[2];
-    make_pair(p);
     static rec r;
-    memset(&r, 0, sizeof r);
     tl_stream s;
-    tl_stream_init(&s, p[0], &r);
+    stream_on_pair(&s, &r, p);
     cr_assert_eq(tl_stream_close(loop, &s, on_close), 0);
     cr_assert_eq(tl_loop_run(loop, TL_RUN_DEFAULT), 0);
     cr_assert_eq(r.closes, 1);
@@ -402,11 +410,9 @@ Test(streams, close_of_a_stream_never_used) {
 Test(streams, read_stop_keeps_data_for_the_next_start) {
     tl_loop *loop = new_loop_bufs(256, 4);
     int p[2];
-    make_pair(p);
     static rec r;
-    memset(&r, 0, sizeof r);
     tl_stream s;
-    tl_stream_init(&s, p[0], &r);
+    stream_on_pair(&s, &r, p);
     cr_assert_eq(tl_stream_read_start(loop, &s, on_read), 0);
     static char data[2000];
     for (size_t i = 0; i < sizeof data; ++i) data[i] = (char)(i * 7);
@@ -423,8 +429,7 @@ Test(streams, read_stop_keeps_data_for_the_next_start) {
     run_until(loop, &r.eofs);
     cr_assert_eq(r.got, sizeof data);
     cr_assert(memcmp(r.buf, data, sizeof data) == 0, "bytes lost or reordered");
-    tl_stream_close(loop, &s, on_close);
-    run_until_closed(loop, &r);
+    close_and_wait(loop, &s, &r);
     close(p[1]);
     free_loop(loop);
 }
@@ -623,11 +628,9 @@ Test(streams, listener_at_emfile_pauses_and_resumes) {
 Test(streams, unreferenced_stream_and_listener_do_not_keep_the_loop) {
     tl_loop *loop = new_loop();
     int p[2];
-    make_pair(p);
     static rec r;
-    memset(&r, 0, sizeof r);
     tl_stream s;
-    tl_stream_init(&s, p[0], &r);
+    stream_on_pair(&s, &r, p);
     cr_assert_eq(tl_stream_set_ref(loop, &s, 0), 0);
     cr_assert_eq(tl_stream_read_start(loop, &s, on_read), 0);
     struct sockaddr_in addr;
@@ -794,14 +797,6 @@ Test(streams, bad_arguments) {
 
 #include <sys/wait.h>
 
-#define CHILD_CHECK(cond)                                                                          \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "child: %s:%d: %s\n", __FILE__, __LINE__, #cond);                      \
-            _exit(2);                                                                              \
-        }                                                                                          \
-    } while (0)
-
 static int child_accepted;
 static void child_accept(tl_loop *loop, tl_listener *l, int fd) {
     (void)loop;
@@ -815,11 +810,9 @@ static void child_accept(tl_loop *loop, tl_listener *l, int fd) {
 Test(streams, stream_and_listener_survive_fork) {
     tl_loop *loop = new_loop();
     int p[2];
-    make_pair(p);
     static rec r;
-    memset(&r, 0, sizeof r);
     tl_stream s;
-    tl_stream_init(&s, p[0], &r);
+    stream_on_pair(&s, &r, p);
     cr_assert_eq(tl_stream_read_start(loop, &s, on_read), 0);
     struct sockaddr_in addr;
     int lfd = tcp_listener(&addr, 8);
@@ -859,8 +852,7 @@ Test(streams, stream_and_listener_survive_fork) {
     cr_assert(write(p[1], "parent", 6) == 6);
     while (r.got < 6) cr_assert(tl_loop_run(loop, TL_RUN_ONCE) >= 0);
     cr_assert(memcmp(r.buf, "parent", 6) == 0);
-    tl_stream_close(loop, &s, on_close);
-    run_until_closed(loop, &r);
+    close_and_wait(loop, &s, &r);
     close(p[1]);
     close(lfd);
     free_loop(loop);

@@ -13,6 +13,7 @@
 #include <tickloop/tickloop.h>
 
 #include "http_core.h"
+#include "tickloop_new.h"
 
 #define MS ((uint64_t)1000000)
 
@@ -84,24 +85,10 @@ static void on_accept(tl_loop *l, tl_io *w, unsigned revents) {
 int main(int argc, char **argv) {
     const char *io = "epoll";
     int port = hb_parse_args(argc, argv, "--io", &io);
-    tl_loop_options opts;
-    tl_loop_options_init(&opts);
-    if (strcmp(io, "epoll") == 0) {
-        opts.io = TL_IO_EPOLL;
-    } else if (strcmp(io, "io_uring") == 0) {
-        opts.io = TL_IO_URING;
-    } else {
-        fprintf(stderr, "server-tickloop: --io must be epoll or io_uring, not '%s'\n", io);
-        return 2;
-    }
-    int r = tl_loop_new(&loop, &opts);
-    if (r < 0) {
-        fprintf(stderr, "server-tickloop: tl_loop_new: %s\n", tl_strerror(r));
-        return 1;
-    }
+    loop = hb_tickloop_new("server-tickloop", io, 0);
     tl_io listener;
     tl_io_init(&listener, hb_listen(port), on_accept, NULL);
-    r = tl_io_start(loop, &listener, TL_READ);
+    int r = tl_io_start(loop, &listener, TL_READ);
     if (r < 0) {
         fprintf(stderr, "server-tickloop: tl_io_start: %s\n", tl_strerror(r));
         return 1;

@@ -27,6 +27,7 @@
 #include <tickloop/tickloop.h>
 
 #include "http_core.h"
+#include "tickloop_new.h"
 
 #define MS ((uint64_t)1000000)
 
@@ -152,24 +153,9 @@ static void on_accept(tl_loop *l, tl_listener *lst, int fd) {
 int main(int argc, char **argv) {
     const char *io = "epoll";
     int port = hb_parse_args(argc, argv, "--io", &io);
-    tl_loop_options opts;
-    tl_loop_options_init(&opts);
-    if (strcmp(io, "epoll") == 0) {
-        opts.io = TL_IO_EPOLL;
-    } else if (strcmp(io, "io_uring") == 0) {
-        opts.io = TL_IO_URING;
-    } else {
-        fprintf(stderr, "server-tickloop-streams: --io must be epoll or io_uring, not '%s'\n", io);
-        return 2;
-    }
-    opts.read_buffer_size = READ_BUF;
-    int r = tl_loop_new(&loop, &opts);
-    if (r < 0) {
-        fprintf(stderr, "server-tickloop-streams: tl_loop_new: %s\n", tl_strerror(r));
-        return 1;
-    }
+    loop = hb_tickloop_new("server-tickloop-streams", io, READ_BUF);
     static tl_listener listener;
-    r = tl_listener_start(loop, &listener, hb_listen(port), on_accept, NULL);
+    int r = tl_listener_start(loop, &listener, hb_listen(port), on_accept, NULL);
     if (r < 0) {
         fprintf(stderr, "server-tickloop-streams: tl_listener_start: %s\n", tl_strerror(r));
         return 1;
