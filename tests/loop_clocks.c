@@ -459,9 +459,11 @@ BACKEND_TEST(clocks, collect_interval_batches_wakeups) {
             cr_assert_eq(tl_timer_leeway(&r[i].t), i == 7 ? MS : 0, "%s: timer %d leeway %llu",
                          p->name, i, (unsigned long long)tl_timer_leeway(&r[i].t));
         }
+        /* One per distinct deadline, but timer 7 may share one (its leeway). */
         if (k == 0 && exact)
-            cr_assert_eq(wakeups[0], N, "%s: %llu wake-ups for %d distinct deadlines", p->name,
-                         (unsigned long long)wakeups[0], N);
+            cr_assert(wakeups[0] == N || wakeups[0] == N - 1,
+                      "%s: %llu wake-ups for %d distinct deadlines", p->name,
+                      (unsigned long long)wakeups[0], N);
         if (k == 0 && !exact)
             cr_assert_leq(wakeups[0], ticks, "%s: %llu wake-ups for %llu ticks holding a timer",
                           p->name, (unsigned long long)wakeups[0], (unsigned long long)ticks);

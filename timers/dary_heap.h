@@ -71,15 +71,19 @@
  *   the (cold) head only when two keys are equal: two runs of one deadline,
  *   which the open run makes rare. No entry orders before its parent.
  * - Sifts move a hole instead of swapping, writing each moved entry once.
- * - Arrays grow by doubling, only in insert and reserve_room, and never shrink. room_ is a
- *   count of timers every array in use can hold: H0 always (runs never
- *   outnumber timers), H1 and L once a timer with leeway was inserted
- *   (leeway_seen_), so that a reschedule moving a timer between H0 and H1
- *   (its leeway became zero or non-zero) never allocates. Before any leeway
- *   insert, a reschedule into leeway keeps the timer in H0, firing exactly
+ * - Arrays grow by doubling, only in insert, reserve_room and the first
+ *   reschedule into leeway, and never shrink. room_ is a count of timers
+ *   every array in use can hold: H0 always (runs never outnumber timers), H1
+ *   and L once a timer with leeway was inserted or rescheduled
+ *   (leeway_seen_), so that a later reschedule moving a timer between H0
+ *   and H1 (its leeway became zero or non-zero) never allocates. If that
+ *   first reschedule cannot get room, the timer stays in H0, firing exactly
  *   (allowed: a backend may ignore leeway). Growth is the only allocation
  *   and the only failure (-ENOMEM, timer not inserted, nothing observable
  *   changed).
+ * - Lent leeway (the loop's collect interval, kLentLeeway) is not a timer's
+ *   own: such timers stay in H0 as leeway-0 timers do, and next_wakeup()
+ *   adds the lent leeway to H0's root, the same for all of them.
  */
 #ifndef TICKLOOP_TIMERS_DARY_HEAP_H
 #define TICKLOOP_TIMERS_DARY_HEAP_H
@@ -299,7 +303,12 @@ class DaryHeap : public MallocNew {
     uint64_t tail_deadline_ = 0; /* the open run's (stale if no tail_)  */
     size_t room_ = 0;            /* timers every array in use can hold  */
     uint64_t seq_ = 0;           /* next insertion number, H0 and H1    */
-    bool leeway_seen_ = false;   /* H1 and L are kept at room_ too        */
+    bool leeway_seen_ = false;
+    /* A timer with a leeway of its own stayed in H0 (a reschedule into
+       leeway that could not get room in H1 and L), firing exactly: H0 is no
+       longer all lent timers, and next_wakeup() no longer adds the root's
+       lent leeway (it could pass that timer's deadline). */
+    bool h0_mixed_ = false; /* H1 and L are kept at room_ too        */
 
     static size_t index_of(const tl_timer *t) noexcept { return Main::index_of(t); }
     static size_t late_of(const tl_timer *t) noexcept { return Late::index_of(t); }
@@ -311,6 +320,13 @@ class DaryHeap : public MallocNew {
     static void set_prev(tl_timer *t, tl_timer *p) noexcept { set_link_timer<1>(t, p); }
     /* The leeway is 0 exactly when its mantissa bits are (m << e). */
     static constexpr uint32_t kLeewayMantissa = ((1u << kLeewayMantBits) - 1) << kLeewayShift;
+    /* A leeway of t's own sends it to H1 and L. One the loop lent (its
+       collect interval, the same for all its lent timers) keeps it in H0:
+       next_wakeup() adds it to H0's root, so those timers cost what
+       leeway-0 timers cost and need no H1 or L. */
+    static bool own_leeway(const tl_timer *t) noexcept {
+        return (t->flags & kLeewayMantissa) && !(t->flags & kLentLeeway);
+    }
 
     /* Room for need timers in H0, and in H1 and L if with_leeway or a leeway
        timer was seen before. Nothing observable changes on -ENOMEM. */
@@ -438,7 +454,7 @@ class DaryHeap : public MallocNew {
     /* reschedule when leeway is in use (out of line: the leeway-0 restart
        stays small where the loop inlines it). */
     [[gnu::noinline]] void reschedule_leeway(tl_timer *t, uint64_t deadline) noexcept {
-        uint64_t leeway = timer_leeway(t);
+        uint64_t leeway = own_leeway(t) ? timer_leeway(t) : 0;
         if (!in_h1(t)) {
             if (leeway == 0) {
                 reschedule_h0(t, deadline);
@@ -474,7 +490,7 @@ public:
     /* Pre: t not inside, t->deadline set. Post on 0: t inside, last among
        equal deadlines. On -ENOMEM nothing changed. */
     int insert(tl_timer *t) noexcept {
-        const bool leeway = (t->flags & kLeewayMantissa) != 0;
+        const bool leeway = own_leeway(t);
         if (count() + 1 > room_ || (leeway && !leeway_seen_)) [[unlikely]] {
             int r = reserve(count() + 1, leeway);
             if (r < 0) return r;
@@ -490,7 +506,7 @@ public:
        inserts (t's included) then allocate nothing and cannot fail, since
        no array shrinks. On -ENOMEM nothing changed. */
     int reserve_room(const tl_timer *t, size_t n) noexcept {
-        const bool leeway = t && (t->flags & kLeewayMantissa) != 0;
+        const bool leeway = t && own_leeway(t);
         if (count() + n <= room_ && (!leeway || leeway_seen_)) return 0;
         return reserve(count() + n, leeway);
     }
@@ -511,7 +527,14 @@ public:
     TL_HEAP_INLINE void reschedule(tl_timer *t, uint64_t deadline) noexcept {
         t->deadline = deadline;
         /* No leeway in use and none asked for: H0 exactly as without leeway. */
-        if (!leeway_seen_ || (h1_.size_ == 0 && !(t->flags & kLeewayMantissa))) [[likely]] {
+        if (!leeway_seen_ || (h1_.size_ == 0 && !own_leeway(t))) [[likely]] {
+            if (!leeway_seen_ && own_leeway(t)) [[unlikely]] {
+                if (reserve(count(), true) == 0) {
+                    reschedule_leeway(t, deadline);
+                    return;
+                }
+                h0_mixed_ = true; /* no memory: it stays, firing exactly */
+            }
             reschedule_h0(t, deadline);
             return;
         }
@@ -531,8 +554,19 @@ public:
     /* The earliest deadline, in H0 or H1. */
     uint64_t next_expiry() const noexcept { return least_with_h0(h1_); }
 
-    /* The earliest H0 deadline or the earliest deadline + leeway of H1. */
-    uint64_t next_wakeup() const noexcept { return least_with_h0(l_); }
+    /* The earliest H0 deadline (+ its lent leeway) or the earliest deadline +
+       leeway of H1. */
+    uint64_t next_wakeup() const noexcept {
+        uint64_t a = UINT64_MAX;
+        if (h0_.size_) {
+            a = h0_.root().key;
+            const tl_timer *head = entry_timer(h0_.root());
+            if ((head->flags & kLentLeeway) && !h0_mixed_) [[unlikely]]
+                a = sat_add(a, timer_leeway(head));
+        }
+        if (l_.size_ && l_.root().key < a) a = l_.root().key;
+        return a;
+    }
 
     /* Post: the earliest timer if its deadline <= now, removed; else NULL. */
     tl_timer *pop_expired(uint64_t now) noexcept {

@@ -65,6 +65,11 @@ inline void set_link_timer(tl_timer *t, tl_timer *p) noexcept {
  * tl_timer_set_leeway's "16 significant bits, rounded down" holds. */
 inline constexpr unsigned kLeewayShift = 11, kLeewayMantBits = 16, kLeewayExpShift = 27;
 inline constexpr uint32_t kLeewayMask = ~uint32_t(0) << kLeewayShift;
+/* Bit 10: the leeway bits are the loop's collect interval, lent to a timer
+   that has no leeway of its own; every such timer of a loop holds the same
+   value, so a backend may keep them in deadline order and wake at the
+   earliest one's deadline + that leeway (the heaps do). */
+inline constexpr uint32_t kLentLeeway = 1u << 10;
 
 /* t's leeway in ns (what tl_timer_leeway returns). */
 inline uint64_t timer_leeway(const tl_timer *t) noexcept {
