@@ -420,18 +420,19 @@ public:
 
     /* A lower bound of every due time inside (a fire tick's instant), exact
        unless a cancel or a lazy reschedule left a minimum stale: the ready
-       list's minimum deadline (already due); the least deadline of a timer
-       filed overdue (already due); else the minimum of the first slot due in the window; else
-       the horizon. */
+       list's minimum deadline (already due); else the lesser of the least
+       deadline of a timer filed overdue (already due) and the minimum of the
+       first slot due in the window (or the horizon). */
     uint64_t next_expiry() noexcept {
         if (ready_.head) return ready_.min;
         if (count_ == 0) return UINT64_MAX;
-        if (overdue_ != UINT64_MAX) return overdue_;
         uint64_t visit;
         size_t s = find_due(visit);
         if (s == kNone) return 0;
         uint64_t lower = clock_.first_ns(visit);
-        return slot_min_[s] > lower ? slot_min_[s] : lower;
+        uint64_t next = slot_min_[s] > lower ? slot_min_[s] : lower;
+        /* An overdue timer's deadline, when earlier (it is due already). */
+        return overdue_ < next ? overdue_ : next;
     }
 
     /* Pre: now >= every earlier now. Post: returns a timer with fire tick <=
