@@ -207,7 +207,8 @@ class HWheel : public MallocNew, public GridEntry<HWheel> {
         if (level == 0 && (order & kMoved)) unsorted0_ |= bit(slot);
     }
 
-    /* The level-0 slot emptied (its unsorted mark goes with it). */
+    /* Slot (level, slot) emptied: its occupancy bits go, and a level-0
+       slot's unsorted mark with them. */
     void emptied(unsigned level, unsigned slot) noexcept {
         occupied_[level] &= ~bit(slot);
         if (!occupied_[level]) levels_ &= ~bit(level);
