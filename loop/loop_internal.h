@@ -14,6 +14,7 @@
 
 #include "lateness.h"
 #include "tickloop/timer_backend.h"
+#include "timers/node.h"
 #include "timers/timers.h"
 
 /* The test seam's clock reader (tl_detail_loop_set_clock, below). */
@@ -324,44 +325,6 @@ inline constexpr unsigned timer_clock(const tl_timer *t) noexcept {
     return (t->flags & TIMER_CLOCK_MASK) >> TIMER_CLOCK_SHIFT;
 }
 static_assert((TIMER_CLOCK_MASK & kLeewayMask) == 0, "clock and leeway bits do not overlap");
-
-/* A loop-owned list of timers that are not inside the backend (the ready
- * and deferred lists): NULL-terminated, doubly linked through link[0] (next)
- * and link[1] (prev), which the backend does not own while a timer is not
- * inside it. O(1) append and unlink. */
-struct TimerList {
-    tl_timer *head = nullptr, *tail = nullptr;
-    uint64_t count = 0;
-
-    static tl_timer *next_of(const tl_timer *t) noexcept {
-        return reinterpret_cast<tl_timer *>(t->link[0]);
-    }
-    static tl_timer *prev_of(const tl_timer *t) noexcept {
-        return reinterpret_cast<tl_timer *>(t->link[1]);
-    }
-    void append(tl_timer *t) noexcept {
-        t->link[0] = 0;
-        t->link[1] = reinterpret_cast<uintptr_t>(tail);
-        if (tail)
-            tail->link[0] = reinterpret_cast<uintptr_t>(t);
-        else
-            head = t;
-        tail = t;
-        ++count;
-    }
-    void unlink(tl_timer *t) noexcept {
-        tl_timer *next = next_of(t), *prev = prev_of(t);
-        if (prev)
-            prev->link[0] = reinterpret_cast<uintptr_t>(next);
-        else
-            head = next;
-        if (next)
-            next->link[1] = reinterpret_cast<uintptr_t>(prev);
-        else
-            tail = prev;
-        --count;
-    }
-};
 
 /* tl_io::flags. */
 enum : uint32_t {

@@ -48,9 +48,9 @@ void verify_timers(const tl_loop *loop, const TimerList &list, uint32_t flag, co
     };
     uint64_t seen = 0;
     const tl_timer *prev = nullptr;
-    for (const tl_timer *t = list.head; t; prev = t, t = TimerList::next_of(t)) {
+    for (const tl_timer *t = list.head; t; prev = t, t = next_of(t)) {
         if (++seen > list.count) broken("longer than its count");
-        if (TimerList::prev_of(t) != prev) broken("prev link broken");
+        if (prev_of(t) != prev) broken("prev link broken");
         if ((t->flags & TIMER_STATE) != (TIMER_ACTIVE | flag)) broken("member flags wrong");
         if (t->reserved != timer_owner(loop->id, t)) broken("member owned by another loop");
     }

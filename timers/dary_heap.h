@@ -314,10 +314,18 @@ class DaryHeap : public MallocNew {
     static size_t late_of(const tl_timer *t) noexcept { return Late::index_of(t); }
     static bool in_h1(const tl_timer *t) noexcept { return (t->link[2] & kLateTag) != 0; }
     static uint64_t &seq_of(tl_timer *t) noexcept { return Main::seq_of(t); }
-    static tl_timer *next_of(const tl_timer *t) noexcept { return link_timer<2>(t); }
-    static tl_timer *prev_of(const tl_timer *t) noexcept { return link_timer<1>(t); }
-    static void set_next(tl_timer *t, tl_timer *n) noexcept { set_link_timer<2>(t, n); }
-    static void set_prev(tl_timer *t, tl_timer *p) noexcept { set_link_timer<1>(t, p); }
+    static tl_timer *next_of(const tl_timer *t) noexcept {
+        return reinterpret_cast<tl_timer *>(t->link[2]);
+    }
+    static tl_timer *prev_of(const tl_timer *t) noexcept {
+        return reinterpret_cast<tl_timer *>(t->link[1]);
+    }
+    static void set_next(tl_timer *t, tl_timer *n) noexcept {
+        t->link[2] = reinterpret_cast<uintptr_t>(n);
+    }
+    static void set_prev(tl_timer *t, tl_timer *p) noexcept {
+        t->link[1] = reinterpret_cast<uintptr_t>(p);
+    }
     /* The leeway is 0 exactly when its mantissa bits are (m << e). */
     static constexpr uint32_t kLeewayMantissa = ((1u << kLeewayMantBits) - 1) << kLeewayShift;
     /* A leeway of t's own sends it to H1 and L. One the loop lent (its

@@ -107,7 +107,7 @@
 #include <cerrno>
 
 #include "backend_glue.h"
-#include "slot_list.h"
+#include "node.h"
 #include "timers.h"
 #include "wheel_core.h"
 

@@ -48,17 +48,6 @@ struct MallocNew {
     static void operator delete(void *p) noexcept { free(p); }
 };
 
-/* link[W] of a timer as a timer pointer: the built-ins' intrusive lists
- * (the wheels' slot lists, the heaps' runs) say which word is which. */
-template <unsigned W>
-inline tl_timer *link_timer(const tl_timer *t) noexcept {
-    return reinterpret_cast<tl_timer *>(t->link[W]);
-}
-template <unsigned W>
-inline void set_link_timer(tl_timer *t, tl_timer *p) noexcept {
-    t->link[W] = reinterpret_cast<uintptr_t>(p);
-}
-
 /* The parts of tl_timer::flags (owned by the loop, loop_internal.h has the
  * whole layout) that the built-in backends read: the leeway, stored in bits
  * 11-31 as a 16-bit mantissa and a 5-bit exponent (leeway = m << e), so that

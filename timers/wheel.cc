@@ -75,7 +75,7 @@
 #include <cstdlib>
 
 #include "backend_glue.h"
-#include "slot_list.h"
+#include "node.h"
 #include "timers.h"
 #include "wheel_core.h"
 

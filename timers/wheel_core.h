@@ -9,7 +9,7 @@
  *              its deadline has already passed (a partly elapsed tick).
  * - cur:       the wheel's position, in ticks; no slot holds a timer whose
  *              fire tick is behind it.
- * - slot:      a circular list of timers (slot_list.h) plus a lower bound of
+ * - slot:      a circular list of timers (node.h) plus a lower bound of
  *              their deadlines (slot_min); an occupancy bitmap has one bit
  *              per slot, scanned with ctz.
  * - ready:     the list of timers already found due and not yet returned
@@ -55,7 +55,7 @@
  *
  * The shared code below: TickClock (tick arithmetic without a divide, fire
  * ticks with the grid, due times), the bitmap helpers, the link[2] layout,
- * and ReadyList (the ready list, its minimum and its walker); slot_list.h has
+ * and ReadyList (the ready list, its minimum and its walker); node.h has
  * the lists themselves.
  *
  * Defaults, used when the loop options leave tick_ns / wheel_slots at 0:
@@ -72,7 +72,7 @@
 
 #include <cstdint>
 
-#include "slot_list.h"
+#include "node.h"
 #include "timers.h"
 
 namespace tl::detail {

@@ -1,29 +1,79 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The wheels' slot lists: circular doubly-linked lists threaded through
- * tl_timer::link (link[0] = next, link[1] = prev; link[2] is the wheel's own),
- * with the head pointer kept by the slot. O(1) push at either end and O(1)
- * unlink, no allocation. Shared by wheel.cc and hwheel.cc.
+ * The one layout of tl_timer::link, for every built-in backend and for the
+ * loop's own timer lists, and the lists built on it:
+ *
+ *   link[0]  next  the next timer of the list the timer is on
+ *   link[1]  prev  the previous one
+ *   link[2]  position  the owner's word: where the timer is (a slot id, a
+ *                 heap index), with the owner's tag bits
+ *
+ * Whoever holds the timer owns all three words: a backend while the timer is
+ * inside it, the loop while it is on the loop's ready or deferred list. A
+ * backend whose node has no list neighbour in a word (a heap entry's head
+ * has no prev) may keep its own data there and says so in its file.
+ *
+ * Two list shapes: circular lists whose head pointer the owner keeps (the
+ * wheels' slots, the heaps' runs), and TimerList, a NULL-terminated FIFO
+ * with head, tail and count (the loop's ready and deferred lists). O(1) push
+ * and unlink, no allocation.
  */
-#ifndef TICKLOOP_TIMERS_SLOT_LIST_H
-#define TICKLOOP_TIMERS_SLOT_LIST_H
+#ifndef TICKLOOP_TIMERS_NODE_H
+#define TICKLOOP_TIMERS_NODE_H
 
 #include "timers.h"
 
 namespace tl::detail {
 
 inline tl_timer *next_of(const tl_timer *t) noexcept {
-    return link_timer<0>(t);
+    return reinterpret_cast<tl_timer *>(t->link[0]);
 }
 inline tl_timer *prev_of(const tl_timer *t) noexcept {
-    return link_timer<1>(t);
+    return reinterpret_cast<tl_timer *>(t->link[1]);
 }
 inline void set_next(tl_timer *t, tl_timer *n) noexcept {
-    set_link_timer<0>(t, n);
+    t->link[0] = reinterpret_cast<uintptr_t>(n);
 }
 inline void set_prev(tl_timer *t, tl_timer *p) noexcept {
-    set_link_timer<1>(t, p);
+    t->link[1] = reinterpret_cast<uintptr_t>(p);
 }
+inline uintptr_t &position_of(tl_timer *t) noexcept {
+    return t->link[2];
+}
+inline uintptr_t position_of(const tl_timer *t) noexcept {
+    return t->link[2];
+}
+
+/* A NULL-terminated FIFO of timers with O(1) append and unlink. */
+struct TimerList {
+    tl_timer *head = nullptr, *tail = nullptr;
+    uint64_t count = 0;
+
+    void append(tl_timer *t) noexcept {
+        set_next(t, nullptr);
+        set_prev(t, tail);
+        if (tail)
+            set_next(tail, t);
+        else
+            head = t;
+        tail = t;
+        ++count;
+    }
+    void unlink(tl_timer *t) noexcept {
+        tl_timer *next = next_of(t), *prev = prev_of(t);
+        if (prev)
+            set_next(prev, next);
+        else
+            head = next;
+        if (next)
+            set_prev(next, prev);
+        else
+            tail = prev;
+        --count;
+    }
+};
+
+/* Circular lists. */
 
 /* Appends t to the circular list at head, or prepends it when front. */
 inline void list_push(tl_timer *&head, tl_timer *t, bool front) noexcept {
@@ -123,4 +173,4 @@ void list_sort(tl_timer *&head, Less less) noexcept {
 
 } // namespace tl::detail
 
-#endif /* TICKLOOP_TIMERS_SLOT_LIST_H */
+#endif /* TICKLOOP_TIMERS_NODE_H */
