@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Clocks: reading them, and the loop's timers on the clocks other than
- * CLOCK_MONOTONIC (tl_clock_now, tl_loop_now, the test seam).
+ * CLOCK_MONOTONIC (tl_clock_now, tl_now, tl_update_time, tl_loop_now, the
+ * test seam).
  *
  * Each clock's timers live in their own instance of the loop's timer backend
  * (timers on different clocks are never ordered against each other, and an
@@ -200,6 +201,14 @@ extern "C" {
 TL_API uint64_t tl_clock_now(tl_clock clock) {
     unsigned c = (unsigned)clock;
     return c < (unsigned)kClocks ? clock_ns(kClockIds[c]) : 0;
+}
+
+TL_API uint64_t tl_now(const tl_loop *loop) {
+    return loop ? loop->now : 0;
+}
+
+TL_API void tl_update_time(tl_loop *loop) {
+    if (loop) loop->now = read_clock(loop, TL_CLOCK_MONOTONIC);
 }
 
 TL_API uint64_t tl_loop_now(const tl_loop *loop, tl_clock clock) {

@@ -435,7 +435,7 @@ struct tl_loop {
     sigset_t signal_mask;            /* signals in the signalfd   */
     uint32_t signal_watchers[_NSIG]; /* watchers per signal       */
 
-    /* timer_slack_ns applied to run_thread's slack by this loop (loop.cc). */
+    /* timer_slack_ns applied to run_thread's slack by this loop (slack.cc). */
     bool slack_applied;
     pthread_t slack_thread;
 
@@ -460,7 +460,7 @@ struct tl_loop {
 };
 
 namespace tl::detail {
-/* The live loop whose id is id, or null (loop.cc keeps the list: loops
+/* The live loop whose id is id, or null (lifecycle.cc keeps the list: loops
    register in tl_loop_new and leave in tl_loop_free). Any thread. */
 tl_loop *loop_by_id(uint32_t id) noexcept;
 /* Runs the callbacks for n collected events; returns how many ran. */

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The loop's invariant walker, compiled into debug builds only (NDEBUG
- * removes every call and this file's body): loop_internal.h says when it
- * runs. It checks what the loop itself owns; each timer backend's check()
- * walks the backend's structure.
+ * The loop's invariant walkers. loop_verify, compiled into debug builds only
+ * (NDEBUG removes every call and its body), runs after every timer operation,
+ * timer callback and iteration (loop_internal.h says how often it walks), and
+ * so do the debug-only checks of a pop and of the calling thread;
+ * tl_detail_loop_check, the handle counts, is in every build, for the tests.
+ * They check what the loop itself owns; each timer backend's check() walks
+ * the backend's structure.
  *
  * Invariants of the loop's state:
  * - Ready and deferred lists: empty outside timers_dispatch; inside it,
@@ -22,13 +25,14 @@
  *   kinds, each per-kind count matches its list or the fd table, hooks are
  *   in start order, unref_active matches the handles' flags.
  */
-#ifndef NDEBUG
 #include <cstdio>
 #include <cstdlib>
+#include <pthread.h>
 
 #include "loop_internal.h"
 #include "timers/timers.h"
 
+#ifndef NDEBUG
 namespace tl::detail {
 namespace {
 
@@ -123,7 +127,7 @@ void loop_verify(tl_loop *loop, const char *where) noexcept {
     verify_list(loop, loop->signals, loop->signal_cursor, where, "signal");
     for (const OrderedList<tl_hook> &hooks : loop->hooks)
         verify_ordered(loop, hooks, where, "hook");
-    /* The handle counts against the lists and flags (loop.cc). */
+    /* The handle counts against the lists and flags (below). */
     if (const char *broken = tl_detail_loop_check(loop)) fail(where, broken);
 }
 
@@ -136,5 +140,80 @@ void check_popped(tl_loop *loop, const tl_timer *t, uint64_t now, bool first) no
     }
 }
 
+void check_loop_thread(const tl_loop *loop, const char *call) noexcept {
+    if (!loop->running || pthread_equal(loop->run_thread, pthread_self())) return;
+    std::fprintf(stderr,
+                 "tickloop: %s() called from a thread other than the one running the loop; "
+                 "a loop belongs to one thread (use tl_async_send from others)\n",
+                 call);
+    std::abort();
+}
+
 } // namespace tl::detail
 #endif
+
+using namespace tl::detail;
+
+/* Each count is kept up by start/stop; the walk recomputes it from the
+   structures themselves. Timers are counted by their backend plus the ready
+   list (both walked by verify.cc), so their share is taken from that. Debug
+   builds run it inside loop_verify too. */
+extern "C" const char *tl_detail_loop_check(const tl_loop *loop) noexcept {
+    uint64_t io = 0, io_unref = 0, streams = 0, listeners = 0;
+    for (size_t fd = 0; fd < loop->io_slots_size; ++fd) {
+        const tl_io *w = loop->io_slots[fd].watcher;
+        if (!w) continue;
+        if (w->fd != (int)fd) return "fd table: a watcher filed under another fd";
+        if (!(w->flags & IO_ACTIVE)) return "fd table: an inactive watcher";
+        if (w->flags & IO_INTERNAL) continue;
+        /* Streams and listeners are counted by stream.cc (a closing stream
+           may have left the table already). */
+        streams += (w->flags & IO_STREAM) != 0;
+        listeners += (w->flags & IO_LISTENER) != 0;
+        if (w->flags & IO_HANDLE_KINDS) continue;
+        ++io;
+        io_unref += (w->flags & IO_UNREF) != 0;
+    }
+    if (io != loop->stats.io_active) return "io_active differs from the fd table";
+    if (streams > loop->stats.streams_active) return "more streams in the fd table than active";
+    if (listeners != loop->stats.listeners_active)
+        return "listeners_active differs from the fd table";
+    uint64_t asyncs = 0, unref = io_unref + loop->stream_unref;
+    for (const tl_async *a = loop->asyncs.head; a; a = a->next) {
+        if (!(a->magic & HANDLE_ACTIVE) || a->loop != loop) return "async list: not active here";
+        if (a->next ? a->next->prev != a : loop->asyncs.tail != a) return "async list: links";
+        ++asyncs;
+        unref += (a->magic & HANDLE_UNREF) != 0;
+    }
+    if (asyncs != loop->stats.asyncs_active) return "asyncs_active differs from the list";
+    uint64_t signals = 0;
+    for (const tl_signal *s = loop->signals; s; s = s->next) {
+        if (!(s->magic & HANDLE_ACTIVE) || s->loop != loop) return "signal list: not active here";
+        ++signals;
+        unref += (s->magic & HANDLE_UNREF) != 0;
+    }
+    if (signals != loop->stats.signals_active) return "signals_active differs from the list";
+    uint64_t hooks = 0, idle = 0;
+    for (int kind = 0; kind < kHookKinds; ++kind) {
+        const OrderedList<tl_hook> &list = loop->hooks[kind];
+        for (const tl_hook *h = list.head; h; h = h->next) {
+            if (!(h->flags & HOOK_ACTIVE) || h->loop != loop || h->kind != (uint32_t)kind)
+                return "hook list: not an active hook of this kind and loop";
+            if (h->next ? h->next->prev != h : list.tail != h) return "hook list: links";
+            if (h->next && h->next->seq <= h->seq) return "hook list: not in start order";
+            ++hooks;
+            idle += kind == TL_HOOK_IDLE;
+            unref += (h->flags & HOOK_UNREF) != 0;
+        }
+    }
+    if (hooks != loop->stats.hooks_active) return "hooks_active differs from the lists";
+    if (idle != loop->idle_hooks) return "idle_hooks differs from the IDLE list";
+    uint64_t timers = timers_active(loop);
+    if (loop->active_handles != timers + io + asyncs + signals + hooks +
+                                    loop->stats.streams_active + loop->stats.listeners_active)
+        return "active_handles is not the sum of the kinds";
+    /* Unreferenced timers cannot be enumerated: they make up the rest. */
+    if (loop->unref_active < unref || loop->unref_active - unref > timers)
+        return "unref_active does not match the handles' flags";
+    return nullptr;
+}
