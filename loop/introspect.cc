@@ -12,7 +12,7 @@ using namespace tl::detail;
 extern "C" {
 
 TL_API const char *tl_loop_timers_name(const tl_loop *loop) {
-    return loop ? loop->timer_backend->name : nullptr;
+    return loop ? loop->timers.backend->name : nullptr;
 }
 
 TL_API const char *tl_loop_io_name(const tl_loop *loop) {

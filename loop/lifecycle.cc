@@ -97,20 +97,13 @@ TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts) {
     LoopSettings settings;
     int r = resolve_options(opts, &settings);
     if (r < 0) return r;
-    const tl_timer_backend *backend = settings.timers;
-
     tl_loop *loop = static_cast<tl_loop *>(std::calloc(1, sizeof(tl_loop)));
     if (!loop) return fail_new(-ENOMEM, "out of memory for the loop");
-    loop->now = read_clock(loop, TL_CLOCK_MONOTONIC);
     loop->id = next_loop_id.fetch_add(1, std::memory_order_relaxed);
     if (loop->id == 0) loop->id = next_loop_id.fetch_add(1, std::memory_order_relaxed);
-    loop->max_timers = opts->max_timers;
-    loop->max_timers_per_iteration = settings.max_timers_per_iteration;
     loop->timer_slack_ns = opts->timer_slack_ns;
-    loop->collect_flags = settings.collect_flags;
     loop->async_fd = -1;
     loop->signal_fd = -1;
-    for (tl_loop::ClockState &cs : loop->clocks) cs.fd = -1;
     sigemptyset(&loop->signal_mask);
     r = streams_configure(loop, opts);
     if (r < 0) {
@@ -121,11 +114,12 @@ TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts) {
                         opts->read_buffer_size, opts->read_buffer_count);
     }
 
+    const tl_timer_backend *backend = settings.timers;
     tl_timer_config cfg = timer_config(opts->tick_ns, opts->wheel_slots);
-    loop->timer_backend = backend;
-    loop->timer_config = cfg;
-    loop->timers = backend->create(&cfg, loop->now);
-    if (!loop->timers) {
+    r = timers_open(loop, backend, cfg, settings.collect_flags, opts->max_timers,
+                    settings.max_timers_per_iteration);
+    if (r < 0) {
+        timers_close(loop);
         std::free(loop);
         /* The backend refuses the configuration (a wheel larger than it
            allows) if it can be created with the defaults. */
@@ -155,7 +149,7 @@ TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts) {
         }
     }
     if (r < 0) {
-        backend->destroy(loop->timers);
+        timers_close(loop);
         std::free(loop);
         return r;
     }
@@ -177,7 +171,7 @@ TL_API int tl_loop_free(tl_loop *loop) {
     streams_close(loop);
     io_close(loop);
     delete loop->io;
-    loop->timer_backend->destroy(loop->timers);
+    timers_close(loop);
     std::free(loop);
     return 0;
 }

@@ -31,23 +31,15 @@ using namespace tl::detail;
 
 namespace {
 
-/* The loop's MONOTONIC time, fresh (clock.cc: the test seam may supply it). */
-uint64_t clock_now(const tl_loop *loop) noexcept {
-    return read_clock(loop, TL_CLOCK_MONOTONIC);
+/* Reads the loop's time (tl_now), the clock of the wait's deadlines (clock.cc:
+   the test seam may supply it). */
+void update_time(tl_loop *loop) noexcept {
+    loop->timers.domain[TL_CLOCK_MONOTONIC].now = read_clock(loop, TL_CLOCK_MONOTONIC);
 }
 
 /* A referenced handle is active: tl_loop_run(DEFAULT) goes on. */
 bool alive(const tl_loop *loop) noexcept {
     return loop->active_handles > loop->unref_active;
-}
-
-/* Time from `now` to the next MONOTONIC wake-up (the earliest deadline, or
-   with leeway the latest time that keeps every window: timers_wakeup); 0 if
-   one is due, UINT64_MAX if none. */
-uint64_t timer_timeout(const tl_loop *loop, uint64_t now) noexcept {
-    uint64_t next = timers_wakeup(loop->timer_backend, loop->timers);
-    if (next == UINT64_MAX) return UINT64_MAX;
-    return next > now ? next - now : 0;
 }
 
 /* How long the next wait may block, in ns; UINT64_MAX for no limit. Not at
@@ -57,11 +49,9 @@ uint64_t timer_timeout(const tl_loop *loop, uint64_t now) noexcept {
 uint64_t wait_timeout(tl_loop *loop, tl_run_mode mode) noexcept {
     if (mode == TL_RUN_NOWAIT || loop->stopping || loop->idle_hooks || !alive(loop)) return 0;
     if (streams_pending(loop)) return 0; /* stream callbacks due: do not sleep */
-    /* The other clocks' timerfds are armed here; one of them due now makes
-       the wait not block. */
-    if (loop->clocks[TL_CLOCK_BOOTTIME].timers || loop->clocks[TL_CLOCK_REALTIME].timers)
-        if (clocks_timeout(loop) == 0) return 0;
-    return timer_timeout(loop, loop->now);
+    /* The timers' next wake-up on the wait's clock; the other clocks'
+       timerfds are armed on the way. */
+    return timers_next_wakeup(loop, true);
 }
 
 /* One iteration; returns 0 or a negative errno from the wait. */
@@ -73,14 +63,15 @@ int iterate(tl_loop *loop, tl_run_mode mode) noexcept {
     hooks_run(loop, TL_HOOK_PREPARE);
     uint64_t timeout = idled ? 0 : wait_timeout(loop, mode);
     /* The backends wait for the deadline itself (0: do not block). */
-    uint64_t deadline = timeout == 0 ? 0 : sat_add(loop->now, timeout);
+    uint64_t deadline =
+        timeout == 0 ? 0 : sat_add(loop->timers.domain[TL_CLOCK_MONOTONIC].now, timeout);
     int n;
     do {
         /* A signal handler interrupted the wait: wait out the same deadline. */
         n = loop->io->wait(deadline, loop->events, kMaxEvents);
     } while (n == -EINTR);
     if (n < 0) return n;
-    loop->now = clock_now(loop);
+    update_time(loop);
     uint64_t ran = timers_dispatch(loop);
     if (ran) {
         ++loop->stats.timer_wakeups;
@@ -111,7 +102,7 @@ TL_API int tl_loop_run(tl_loop *loop, tl_run_mode mode) {
        iteration's one clock read; without an iteration (nothing active, or
        a stop already requested) it reads the clock here, so that every mode
        leaves tl_now() fresh. */
-    if (mode != TL_RUN_NOWAIT || !alive(loop) || loop->stopping) loop->now = clock_now(loop);
+    if (mode != TL_RUN_NOWAIT || !alive(loop) || loop->stopping) update_time(loop);
     int r = 0;
     while (alive(loop) && !loop->stopping) {
         r = iterate(loop, mode);
@@ -147,13 +138,10 @@ TL_API uint64_t tl_loop_timeout(const tl_loop *loop) {
        already waiting (or a failed submit, which the next tl_loop_run
        reports) mean the host must not block. */
     if (loop->io->needs_enter() && (loop->io->flush() < 0 || loop->io->needs_enter())) return 0;
-    /* A fresh read: the cached time may be a whole host iteration old, and
-       a timeout from it would make the host wait that much too long. */
-    uint64_t mono = timer_timeout(loop, clock_now(loop));
-    if (!loop->clocks[TL_CLOCK_BOOTTIME].timers && !loop->clocks[TL_CLOCK_REALTIME].timers)
-        return mono;
-    uint64_t other = clocks_remaining(loop);
-    return other < mono ? other : mono;
+    /* Every clock read afresh: the cached times may be a whole host
+       iteration old, and a timeout from them would make the host wait that
+       much too long. Without for_wait the walk writes nothing. */
+    return timers_next_wakeup(const_cast<tl_loop *>(loop), false);
 }
 
 } // extern "C"

@@ -91,7 +91,8 @@ void verify_ordered(const tl_loop *loop, const OrderedList<Node> &list, const ch
 
 void loop_verify(tl_loop *loop, const char *where) noexcept {
     /* O(1) checks, every time. */
-    const TimerList *lists[] = {&loop->ready, &loop->deferred};
+    const TimerQueue &q = loop->timers;
+    const TimerList *lists[] = {&q.ready, &q.deferred};
     for (const TimerList *list : lists) {
         if ((list->head == nullptr) != (list->count == 0) ||
             (list->tail == nullptr) != (list->count == 0))
@@ -99,18 +100,23 @@ void loop_verify(tl_loop *loop, const char *where) noexcept {
         if (list->head && (list->head->link[1] || list->tail->link[0]))
             fail(where, "timer list not NULL-terminated");
     }
-    if (!loop->dispatching && (loop->ready.count || loop->deferred.count))
+    bool dispatching = false;
+    for (const TimerDomain &d : q.domain) {
+        if (d.dispatching && !d.instance) fail(where, "a domain without an instance dispatching");
+        dispatching |= d.dispatching;
+    }
+    if (!dispatching && (q.ready.count || q.deferred.count))
         fail(where, "ready or deferred timers outside the dispatch");
     uint64_t timers = timers_active(loop);
     if (timers > loop->active_handles) fail(where, "more active timers than active handles");
 
     /* The walks are O(queued timers + fds): every call while small, then
        amortised to a bounded cost per call (loop_internal.h). */
-    uint64_t size = loop->ready.count + loop->deferred.count + loop->io_slots_size;
+    uint64_t size = q.ready.count + q.deferred.count + loop->io_slots_size;
     if (size > kVerifyEveryOpUpTo && ++loop->verify_ops < size / kVerifyAmortized) return;
     loop->verify_ops = 0;
-    verify_timers(loop, loop->ready, TIMER_QUEUED, where, "ready");
-    verify_timers(loop, loop->deferred, TIMER_DEFERRED, where, "deferred");
+    verify_timers(loop, q.ready, TIMER_QUEUED, where, "ready");
+    verify_timers(loop, q.deferred, TIMER_DEFERRED, where, "deferred");
     size_t registered = 0;
     for (size_t fd = 0; fd < loop->io_slots_size; ++fd) {
         const tl_io *w = loop->io_slots[fd].watcher;
@@ -133,10 +139,10 @@ void loop_verify(tl_loop *loop, const char *where) noexcept {
 
 void check_popped(tl_loop *loop, const tl_timer *t, uint64_t now, bool first) noexcept {
     if (t->deadline > now) fail("pop_expired", "the backend returned a timer before its deadline");
-    if (loop->timer_backend->caps & TL_TIMER_CAP_EXACT) {
-        if (!first && t->deadline < loop->last_pop_deadline)
+    if (loop->timers.backend->caps & TL_TIMER_CAP_EXACT) {
+        if (!first && t->deadline < loop->timers.last_pop_deadline)
             fail("pop_expired", "an exact backend returned deadlines out of order");
-        loop->last_pop_deadline = t->deadline;
+        loop->timers.last_pop_deadline = t->deadline;
     }
 }
 
