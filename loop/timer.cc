@@ -52,12 +52,15 @@
  * backend whose insert can fail and that has no reserve may still drop a
  * parked timer, which then becomes inactive as a repeating timer whose
  * re-arm fails does.
+ *
+ * The queue calls the backend through its vtable only: it knows no backend
+ * but by its caps. A restart (a heartbeat per packet: the hottest call) is
+ * one call of reschedule, or remove and insert where a backend has none.
  */
 #include <cerrno>
 #include <cstdio>
 
 #include "loop_internal.h"
-#include "timers/dispatch.h"
 #include "timers/timers.h"
 
 using namespace tl::detail;
@@ -179,8 +182,7 @@ void disarm(tl_loop *loop, tl_timer *t) noexcept {
     TimerDomain &d = loop->timers.domain[c];
     bool inside = !(t->flags & (TIMER_QUEUED | TIMER_DEFERRED));
     if (inside && !must_defer(d, deadline) && b->reschedule) {
-        reschedule(b, d.instance, t, deadline); /* timers/dispatch.h */
-        t->deadline = deadline;
+        b->reschedule(d.instance, t, deadline); /* sets t->deadline */
         return 0;
     }
     detach(loop, t);
@@ -459,6 +461,29 @@ namespace {
     TL_DEBUG_VERIFY(loop, "tl_timer_init of an active timer");
 }
 
+/* tl_timer_start's every case but the in-place restart: a start of an
+   inactive timer, or a restart that must leave its place (queued, deferred,
+   deferred now, another clock or periodic before, or no reschedule). Out
+   of line, so that the in-place restart needs no frame. */
+[[gnu::noinline]] int start_relative(tl_loop *loop, tl_timer *t, uint64_t deadline,
+                                     uint64_t repeat_ns) noexcept {
+    if (t->flags & TIMER_ACTIVE) {
+        /* A relative timer is a MONOTONIC one, not periodic. */
+        int r = t->flags & (TIMER_CLOCK_MASK | TIMER_PERIODIC)
+                    ? make_relative(loop, t, deadline)
+                    : rearm(loop, t, TL_CLOCK_MONOTONIC, deadline);
+        if (r < 0) return r;
+    } else {
+        if (over_max_timers(loop)) return -ENOSPC;
+        t->flags &= ~(TIMER_CLOCK_MASK | TIMER_PERIODIC);
+        int r = arm(loop, t, deadline);
+        if (r < 0) return r;
+    }
+    t->repeat = repeat_ns;
+    TL_DEBUG_VERIFY(loop, "tl_timer_start");
+    return 0;
+}
+
 } // namespace
 
 TL_API void tl_timer_init(tl_timer *t, tl_timer_cb cb, void *data) {
@@ -473,23 +498,22 @@ TL_API void tl_timer_init(tl_timer *t, tl_timer_cb cb, void *data) {
 TL_API int tl_timer_start(tl_loop *loop, tl_timer *t, uint64_t timeout_ns, uint64_t repeat_ns) {
     if (!loop || !t || !t->cb || owned_by_other(loop, t)) return -EINVAL;
     TL_CHECK_LOOP_THREAD(loop);
-    uint64_t deadline = sat_add(loop->timers.domain[TL_CLOCK_MONOTONIC].now, timeout_ns);
-    if (t->flags & TIMER_ACTIVE) {
-        /* A relative timer is a MONOTONIC one, not periodic: the heartbeat
-           (already one) tests one word and takes the inlined rearm. */
-        int r = t->flags & (TIMER_CLOCK_MASK | TIMER_PERIODIC)
-                    ? make_relative(loop, t, deadline)
-                    : rearm(loop, t, TL_CLOCK_MONOTONIC, deadline);
-        if (r < 0) return r;
-    } else {
-        if (over_max_timers(loop)) return -ENOSPC;
-        t->flags &= ~(TIMER_CLOCK_MASK | TIMER_PERIODIC);
-        int r = arm(loop, t, deadline);
-        if (r < 0) return r;
+    TimerQueue &q = loop->timers;
+    TimerDomain &d = q.domain[TL_CLOCK_MONOTONIC];
+    uint64_t deadline = sat_add(d.now, timeout_ns);
+    /* The heartbeat's restart: a relative timer (MONOTONIC, not periodic)
+       inside its instance, which no running dispatch could pop at its new
+       deadline, moves in place. One test of the flags word, and nothing
+       left to do after the backend's call. */
+    constexpr uint32_t kInPlace = TIMER_STATE | TIMER_CLOCK_MASK | TIMER_PERIODIC;
+    if ((t->flags & kInPlace) == TIMER_ACTIVE && !must_defer(d, deadline) && q.backend->reschedule)
+        [[likely]] {
+        t->repeat = repeat_ns;
+        q.backend->reschedule(d.instance, t, deadline);
+        TL_DEBUG_VERIFY(loop, "tl_timer_start");
+        return 0;
     }
-    t->repeat = repeat_ns;
-    TL_DEBUG_VERIFY(loop, "tl_timer_start");
-    return 0;
+    return start_relative(loop, t, deadline, repeat_ns);
 }
 
 TL_API int tl_timer_start_at(tl_loop *loop, tl_timer *t, tl_clock clock, uint64_t deadline_ns,
