@@ -532,8 +532,9 @@ inline void handle_ref_changed(tl_loop *loop, bool was_unref, bool unref) noexce
     if (was_unref != unref) loop->unref_active += unref ? 1 : (uint64_t)-1;
 }
 
-/* Debug builds walk the loop's own state (the ready list and its flags, the
- * fd table against its watchers, the async, signal and hook lists) after every
+/* Debug builds walk the loop's own state (the timer domains and the ready
+ * and deferred lists against their flags, the fd table against its watchers,
+ * the async, signal and hook lists: verify.cc lists the invariants) after every
  * timer operation, every timer callback and every iteration, and abort with
  * the first broken invariant and the call that broke it (libev's
  * EV_FREQUENT_CHECK); the timer backend's glue walks the backend's structure

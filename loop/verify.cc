@@ -9,12 +9,18 @@
  * the backend's structure.
  *
  * Invariants of the loop's state:
- * - Ready and deferred lists: empty outside timers_dispatch; inside it,
- *   NULL-terminated lists whose next/prev links agree, every member
- *   TIMER_ACTIVE plus exactly its list's flag (QUEUED, DEFERRED) and owned by
- *   this loop, as many members as the list's count.
- * - Timers: backend count + both lists' counts never exceed active_handles
- *   (every active timer is a handle the loop counts).
+ * - Timer domains: exactly one is woken by the I/O wait, has an instance
+ *   (from the loop's creation) and no timerfd; a domain dispatching has an
+ *   instance; one holding timers has its waker (the wait, or a timerfd).
+ * - Ready and deferred lists: empty unless a dispatch runs (some domain
+ *   dispatching); NULL-terminated lists whose next/prev links agree, every
+ *   member TIMER_ACTIVE plus exactly its list's flag (QUEUED, DEFERRED),
+ *   owned by this loop, of a domain the dispatch runs (a deferred one due
+ *   at that domain's dispatch time: why it was parked), as many members as
+ *   the list's count.
+ * - Timers: per domain, its instance's count plus its listed timers; their
+ *   sum is timers_active, which never exceeds active_handles (every active
+ *   timer is a handle the loop counts).
  * - fd registry: a watcher at io_slots[i] watches fd i, is IO_ACTIVE and
  *   belongs to this loop; io_count slots hold one; generations are never 0
  *   (0 tags a backend's own requests).
@@ -42,9 +48,11 @@ namespace {
 }
 
 /* A loop-owned timer list: links agree, ends NULL-terminated, count right,
-   every member active with `flag` and owned by this loop. */
+   every member active with `flag`, owned by this loop, of a domain the
+   dispatch runs (a deferred one due at its dispatch time). Adds the members
+   of each domain to listed[clock]. */
 void verify_timers(const tl_loop *loop, const TimerList &list, uint32_t flag, const char *where,
-                   const char *name) noexcept {
+                   const char *name, uint64_t (&listed)[kClocks]) noexcept {
     static thread_local char msg[96];
     auto broken = [&](const char *what) {
         std::snprintf(msg, sizeof msg, "%s list: %s", name, what);
@@ -57,6 +65,11 @@ void verify_timers(const tl_loop *loop, const TimerList &list, uint32_t flag, co
         if (prev_of(t) != prev) broken("prev link broken");
         if ((t->flags & TIMER_STATE) != (TIMER_ACTIVE | flag)) broken("member flags wrong");
         if (t->reserved != timer_owner(loop->id, t)) broken("member owned by another loop");
+        const TimerDomain &d = loop->timers.domain[timer_clock(t)];
+        if (!d.dispatching) broken("member of a domain the dispatch does not run");
+        if (flag == TIMER_DEFERRED && t->deadline > d.dispatch_now)
+            broken("member not due at its domain's dispatch time");
+        ++listed[timer_clock(t)];
     }
     if (prev != list.tail) broken("tail is not its last timer");
     if (seen != list.count) broken("shorter than its count");
@@ -101,10 +114,15 @@ void loop_verify(tl_loop *loop, const char *where) noexcept {
             fail(where, "timer list not NULL-terminated");
     }
     bool dispatching = false;
+    int by_wait = 0;
     for (const TimerDomain &d : q.domain) {
         if (d.dispatching && !d.instance) fail(where, "a domain without an instance dispatching");
         dispatching |= d.dispatching;
+        if (d.by_wait && (!d.instance || d.fd >= 0))
+            fail(where, "the wait's domain without its instance, or with a timerfd");
+        by_wait += d.by_wait;
     }
+    if (by_wait != 1) fail(where, "not exactly one domain woken by the wait");
     if (!dispatching && (q.ready.count || q.deferred.count))
         fail(where, "ready or deferred timers outside the dispatch");
     uint64_t timers = timers_active(loop);
@@ -115,8 +133,19 @@ void loop_verify(tl_loop *loop, const char *where) noexcept {
     uint64_t size = q.ready.count + q.deferred.count + loop->io_slots_size;
     if (size > kVerifyEveryOpUpTo && ++loop->verify_ops < size / kVerifyAmortized) return;
     loop->verify_ops = 0;
-    verify_timers(loop, q.ready, TIMER_QUEUED, where, "ready");
-    verify_timers(loop, q.deferred, TIMER_DEFERRED, where, "deferred");
+    uint64_t listed[kClocks] = {};
+    verify_timers(loop, q.ready, TIMER_QUEUED, where, "ready", listed);
+    verify_timers(loop, q.deferred, TIMER_DEFERRED, where, "deferred", listed);
+    uint64_t per_domain = 0;
+    for (unsigned c = 0; c < kClocks; ++c) {
+        const TimerDomain &d = q.domain[c];
+        uint64_t inside = d.instance ? q.backend->count(d.instance) : 0;
+        if (listed[c] && !d.instance) fail(where, "listed timers of a domain without an instance");
+        if (inside && !d.by_wait && d.fd < 0)
+            fail(where, "a domain holding timers without a waker");
+        per_domain += inside + listed[c];
+    }
+    if (per_domain != timers) fail(where, "the domains' timers differ from timers_active");
     size_t registered = 0;
     for (size_t fd = 0; fd < loop->io_slots_size; ++fd) {
         const tl_io *w = loop->io_slots[fd].watcher;
