@@ -115,14 +115,14 @@ uint64_t wakeup_of(const tl_timer_backend *b, void *self) noexcept {
     return q.backend->reserve(self, t, q.deferred.count + q.ready.count + 1);
 }
 
-/* Pre: t in neither an instance nor a list; its clock bits name its domain
-   (whose instance exists). Puts t at deadline: in the deferred list if a
-   dispatch is running that could still pop it, else in the instance.
-   Returns 0 or the backend's insert (or reserve) error. */
-[[gnu::always_inline]] inline int place(tl_loop *loop, tl_timer *t, uint64_t deadline) noexcept {
+/* Pre: t in neither an instance nor a list; its clock bits name d (whose
+   instance exists). Puts t at deadline: in the deferred list if a dispatch
+   is running that could still pop it, else in d's instance. Returns 0 or the
+   backend's insert (or reserve) error. */
+[[gnu::always_inline]] inline int place(tl_loop *loop, TimerDomain &d, tl_timer *t,
+                                        uint64_t deadline) noexcept {
     t->deadline = deadline;
     TimerQueue &q = loop->timers;
-    TimerDomain &d = domain_of(loop, t);
     const bool defer = must_defer(d, deadline);
     if (defer || q.deferred.count) [[unlikely]] {
         int r = reserve_parked(q, d.instance, t);
@@ -156,9 +156,10 @@ void deactivate(tl_loop *loop, tl_timer *t) noexcept {
 }
 
 /* Pre: t not active. Starts t at deadline; on failure it stays inactive. */
-[[gnu::always_inline]] inline int arm(tl_loop *loop, tl_timer *t, uint64_t deadline) noexcept {
+[[gnu::always_inline]] inline int arm(tl_loop *loop, TimerDomain &d, tl_timer *t,
+                                      uint64_t deadline) noexcept {
     lend_collect_interval(loop, t);
-    int r = place(loop, t, deadline);
+    int r = place(loop, d, t, deadline);
     if (r < 0) return r;
     t->flags |= TIMER_ACTIVE;
     t->reserved = timer_owner(loop->id, t);
@@ -186,7 +187,7 @@ void disarm(tl_loop *loop, tl_timer *t) noexcept {
         return 0;
     }
     detach(loop, t);
-    int r = place(loop, t, deadline);
+    int r = place(loop, d, t, deadline);
     if (r < 0) deactivate(loop, t);
     return r;
 }
@@ -199,7 +200,7 @@ void disarm(tl_loop *loop, tl_timer *t) noexcept {
     detach(loop, t);
     t->flags = (t->flags & ~TIMER_CLOCK_MASK) | c << TIMER_CLOCK_SHIFT;
     lend_collect_interval(loop, t);
-    int r = place(loop, t, deadline);
+    int r = place(loop, loop->timers.domain[c], t, deadline);
     if (r < 0) deactivate(loop, t);
     return r;
 }
@@ -476,7 +477,7 @@ namespace {
     } else {
         if (over_max_timers(loop)) return -ENOSPC;
         t->flags &= ~(TIMER_CLOCK_MASK | TIMER_PERIODIC);
-        int r = arm(loop, t, deadline);
+        int r = arm(loop, loop->timers.domain[TL_CLOCK_MONOTONIC], t, deadline);
         if (r < 0) return r;
     }
     t->repeat = repeat_ns;
@@ -528,7 +529,7 @@ TL_API int tl_timer_start_at(tl_loop *loop, tl_timer *t, tl_clock clock, uint64_
         r = move(loop, t, c, deadline_ns);
     } else {
         t->flags = (t->flags & ~TIMER_CLOCK_MASK) | c << TIMER_CLOCK_SHIFT;
-        r = arm(loop, t, deadline_ns);
+        r = arm(loop, loop->timers.domain[c], t, deadline_ns);
     }
     if (r < 0) return r;
     if (period_ns)
