@@ -170,24 +170,20 @@ void clock_close(tl_loop *loop) noexcept {
 
 int clock_fork(tl_loop *loop) noexcept {
     /* A timerfd is shared with the parent after fork (the parent's arming
-       would wake the child): a new one per clock, swapped into the watcher
-       and the fd table, armed again by the next wait. */
+       would wake the child): a new one per clock, with the watcher moved
+       onto it, armed again by the next wait. */
     for (unsigned c = 1; c < kClocks; ++c) {
         tl_loop::ClockState &cs = loop->clocks[c];
         if (cs.fd < 0) continue;
         int fd = open_timerfd(c);
         if (fd < 0) return fd;
-        int r = io_reserve_fd(loop, fd);
+        int r = io_replace_fd(loop, &cs.watcher, fd);
         if (r < 0) {
             close(fd);
             return r;
         }
-        loop->io_slots[fd] = loop->io_slots[cs.fd];
-        loop->io_slots[fd].state = loop->io_slots[fd].index = 0;
-        loop->io_slots[cs.fd] = IoSlot{};
         close(cs.fd);
         cs.fd = fd;
-        cs.watcher.fd = fd;
         cs.armed = 0;
     }
     return 0;
