@@ -63,16 +63,12 @@
 namespace tl::detail {
 namespace {
 
-/* The timerfd's epoll tag. Never a loop tag (those carry an fd >= 0 in the
- * low half and a generation other than 0), never reported to the loop. */
-constexpr uint64_t kTimerTag = UINT64_MAX >> 32;
-
 /* Puts the timerfd in the set, edge-triggered (never read: see the top). */
 int timer_fd_add(int epfd, int tfd) noexcept {
     struct epoll_event ev;
     std::memset(&ev, 0, sizeof ev);
     ev.events = EPOLLIN | EPOLLET;
-    ev.data.u64 = kTimerTag;
+    ev.data.u64 = kBackendTag; /* never reported to the loop */
     return epoll_ctl(epfd, EPOLL_CTL_ADD, tfd, &ev) < 0 ? -errno : 0;
 }
 
@@ -131,8 +127,9 @@ public:
         int ready = 0;
         for (int i = 0; i < n; ++i) {
             uint64_t tag = events_[i].data.u64;
-            if (tag == kTimerTag) {
-                armed_ns_ = 0; /* fired: the next timed wait arms again */
+            if (tag == kBackendTag) {
+                /* The deadline timerfd fired: the next timed wait arms it. */
+                armed_ns_ = 0;
                 continue;
             }
             out[ready++] = ReadyEvent{tag, tl_events(events_[i].events)};

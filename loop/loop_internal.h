@@ -46,6 +46,8 @@ inline constexpr int io_tag_fd(uint64_t tag) noexcept {
 inline constexpr uint32_t io_tag_gen(uint64_t tag) noexcept {
     return (uint32_t)(tag >> 32);
 }
+/* A backend's own tag (timerfd, internal SQEs): generation 0 names no registration. */
+inline constexpr uint64_t kBackendTag = UINT64_MAX >> 32;
 
 /* The requests a completion backend makes for streams and listeners carry
  * their registration's tag with the request's kind in the top two bits

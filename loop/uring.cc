@@ -19,7 +19,7 @@
  * completion never reaches the wrong watcher. The backend keeps no table of
  * its own: its per-fd bits (a poll in flight and the events it asked for; a
  * place in the re-arm queue) live in the registry's IoSlot. SQEs of our own
- * (poll removal, update) carry kInternalTag; their errors other than "the
+ * (poll removal, update) carry kBackendTag; their errors other than "the
  * poll already completed" are counted (io_internal_error), never dropped.
  *
  * What may be watched: exactly what epoll accepts, so both backends agree. A
@@ -94,10 +94,6 @@ struct ClockRegister {                  /* struct io_uring_clock_register */
     uint32_t clockid;
     uint32_t resv[3];
 };
-
-/* user_data of our own SQEs (poll removal/update). Its generation is 0, so it
- * never names a registration. */
-constexpr uint64_t kInternalTag = UINT64_MAX >> 32;
 
 /* 256 SQEs cover a full batch of re-arms; the CQ is larger so that a burst
  * of completions rarely reaches the kernel's overflow list. */
@@ -393,7 +389,7 @@ public:
             return;
         }
         io_uring_prep_cancel64(sqe, req_tag(slot_tag(fd), kind), 0);
-        io_uring_sqe_set_data64(sqe, kInternalTag);
+        io_uring_sqe_set_data64(sqe, kBackendTag);
     }
 
     const void *buffer(uint32_t bid) noexcept override { return bufs_ + (size_t)bid * buf_size_; }
@@ -557,7 +553,7 @@ private:
         uint64_t tag = io_tag(fd, slot.watcher->gen);
         io_uring_prep_poll_update(sqe, tag, tag, poll_bits(events),
                                   IORING_POLL_UPDATE_EVENTS | IORING_POLL_UPDATE_USER_DATA);
-        io_uring_sqe_set_data64(sqe, kInternalTag);
+        io_uring_sqe_set_data64(sqe, kBackendTag);
         slot.state = (slot.state & ~(0xffu << kArmedShift)) | events << kArmedShift;
         return 0;
     }
@@ -566,7 +562,7 @@ private:
         io_uring_sqe *sqe = get_sqe();
         if (!sqe) return -EBUSY;
         io_uring_prep_poll_remove(sqe, tag);
-        io_uring_sqe_set_data64(sqe, kInternalTag);
+        io_uring_sqe_set_data64(sqe, kBackendTag);
         return 0;
     }
 
@@ -658,7 +654,7 @@ private:
         for (unsigned i = 0; i < n; ++i) {
             uint64_t tag = io_uring_cqe_get_data64(cqes[i]);
             int res = cqes[i]->res;
-            if (tag == kInternalTag) {
+            if (tag == kBackendTag) {
                 /* A removal or update whose poll already completed (or is
                    completing) lost a harmless race; anything else is a bug
                    in what we asked. */
