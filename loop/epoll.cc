@@ -82,6 +82,7 @@ public:
     }
 
     const char *name() const noexcept override { return "epoll"; }
+    tl_io_kind kind() const noexcept override { return TL_IO_EPOLL; }
     /* The epoll set is itself readable while one of its fds is ready (the
        timerfd included: a host polling it wakes for a deadline the loop armed
        in its last timed wait). */

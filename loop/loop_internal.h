@@ -189,6 +189,8 @@ class IoBackend : public MallocNew {
 public:
     virtual ~IoBackend() = default;
     virtual const char *name() const noexcept = 0;
+    /* TL_IO_EPOLL or TL_IO_URING: what tl_loop_fork creates again. */
+    virtual tl_io_kind kind() const noexcept = 0;
     virtual int add(int fd) noexcept = 0;
     virtual int modify(int fd, unsigned events) noexcept = 0;
     virtual void remove(int fd) noexcept = 0;

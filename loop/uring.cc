@@ -119,6 +119,7 @@ public:
     }
 
     const char *name() const noexcept override { return "io_uring"; }
+    tl_io_kind kind() const noexcept override { return TL_IO_URING; }
 
     /* For a host loop (tl_loop_fd): an eventfd the kernel signals for every
        CQE it posts, and, with DEFER_TASKRUN, for completion work queued for
