@@ -19,7 +19,7 @@
  * that went through tl_async_init carries HANDLE_INIT, and its ACTIVE bit is
  * the truth: double start and stop are O(1). One that was never initialised
  * may hold anything, so for it ACTIVE is confirmed by walking the loop's list
- * (the behaviour before tl_async_init existed).
+ * (tl_async_init is optional: fresh memory may be started directly).
  */
 #include <cerrno>
 #include <sys/eventfd.h>
@@ -48,7 +48,7 @@ void store_magic(tl_async *a, uint32_t state) noexcept {
 
 /* True if a is active on some loop; for an uninitialised async, only if it
  * is really on `loop`'s list (other loops' lists are not ours to walk: a
- * marker naming another loop is taken at its word, as before). */
+ * marker naming another loop is taken at its word). */
 bool is_active(const tl_loop *loop, const tl_async *a, uint32_t magic) noexcept {
     if (!is_marked(magic) || !(magic & HANDLE_ACTIVE)) return false;
     if (magic & HANDLE_INIT) return true;

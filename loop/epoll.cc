@@ -8,8 +8,9 @@
  * unlimited epoll_wait on a set that holds an absolute CLOCK_MONOTONIC
  * timerfd armed at the deadline: an hrtimer with no slack, and absolute, so
  * a retried or late-started wait never moves it. Measured on this VM (lone
- * heap4 timer, tickloop-bench's wait sweep): a 1 s wait went from 1.2 ms late
- * to the timerfd floor (0.2-0.3 ms), 5 s from 2.7-5.2 ms.
+ * heap4 timer, tickloop-bench's wait sweep): a timed epoll_wait of 1 s ends
+ * 1.2 ms late, of 5 s 2.7-5.2 ms late; the timerfd wait ends at the timerfd
+ * floor (0.2-0.3 ms) for both.
  *
  * The timerfd is re-armed only when the deadline moves *earlier* than the
  * one it holds, or it has fired (Netty's epoll transport re-armed on every
@@ -40,12 +41,12 @@
  * good. An fd closed before tl_io_stop whose file lives on (a dup, a forked
  * child) cannot be named in EPOLL_CTL_DEL any more (EBADF), so its
  * registration stays in the set and, level-triggered, reports the file's
- * readiness with the stopped watcher's tag forever: the loop dropped those
- * events and spun at 100% CPU. On epoll such a tag can come from nothing
- * else (every other registration was deleted before the loop forgot it), so
- * the first event whose tag names no registration makes the backend build a
- * new set from the registry and close the old one, as libev does. A new
- * watcher on the same fd number and file meets the leftover at
+ * readiness with the stopped watcher's tag forever: a loop that only dropped
+ * those events would spin at 100% CPU. On epoll such a tag can come from
+ * nothing else (every other registration was deleted before the loop forgot
+ * it), so the first event whose tag names no registration makes the backend
+ * build a new set from the registry and close the old one, as libev does. A
+ * new watcher on the same fd number and file meets the leftover at
  * EPOLL_CTL_ADD (EEXIST) and takes it over with EPOLL_CTL_MOD.
  */
 #include <cerrno>

@@ -19,8 +19,8 @@
  *
  * The registry grows only for an fd that is open (fcntl(F_GETFD) first): an
  * fd number is bounded by the process's open-file limit only if it is open,
- * and sizing a table from an unchecked number let fd 2^24 cost 256 MiB and
- * fd INT_MAX ask for 16 GiB before -EBADF.
+ * and a table sized from an unchecked number would cost 256 MiB for fd 2^24
+ * and ask for 16 GiB for fd INT_MAX before -EBADF.
  */
 #include <cassert>
 #include <cerrno>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Internal to loop/: the loop's private state and the small interface every
- * I/O backend (epoll.cc, and io_uring later) implements.
+ * I/O backend (epoll.cc, uring.cc) implements.
  */
 #ifndef TICKLOOP_LOOP_LOOP_INTERNAL_H
 #define TICKLOOP_LOOP_LOOP_INTERNAL_H

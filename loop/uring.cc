@@ -257,10 +257,10 @@ public:
     /* Inside a time namespace (CLONE_NEWTIME) CLOCK_MONOTONIC reads the
        host's plus the namespace's offset, which timerfds and clock_nanosleep
        take off an absolute time and IORING_ENTER_ABS_TIMER does not (Linux
-       6.18: a 40 ms wait in a namespace 1000 s ahead lasted 1000 s; found by
-       tests/loop_clocks.c). The offset is fixed for the namespace's life, so
-       one read of /proc/self/timens_offsets (absent before Linux 5.6: no
-       namespaces, offset 0) lets waits subtract it. */
+       6.18: a 40 ms wait in a namespace 1000 s ahead lasts 1000 s;
+       tests/loop_clocks.c covers it). The offset is fixed for the
+       namespace's life, so one read of /proc/self/timens_offsets (absent
+       before Linux 5.6: no namespaces, offset 0) lets waits subtract it. */
     static int64_t monotonic_offset_ns() noexcept {
         int fd = open("/proc/self/timens_offsets", O_RDONLY | O_CLOEXEC);
         if (fd < 0) return 0;
@@ -630,8 +630,8 @@ private:
        when their fd is still ready. Post them to the CQ first, or the CQ
        (taken kMaxEvents at a time) fills with the re-armed polls of busy
        fds every iteration and the rest wait: 600 watchers given TL_WRITE at
-       once took over 10 iterations to all see it. Bounded: the CQ has room
-       for kCqEntries, and NODROP keeps any excess. */
+       once would take over 10 iterations to all see it. Bounded: the CQ has
+       room for kCqEntries, and NODROP keeps any excess. */
     void post_deferred() noexcept {
         for (unsigned round = 0; round < kCqEntries / 64; ++round) {
             if (!(IO_URING_READ_ONCE(*ring_.sq.kflags) & IORING_SQ_TASKRUN)) return;
