@@ -25,32 +25,7 @@
 #include <tickloop/tickloop.h>
 #include <tickloop/timer_backend.h>
 
-#include "loop_helpers.h" /* MS, mono_ns, new_loop, free_loop, make_pair, on_failsafe */
-
-static tl_loop *new_loop_opts(tl_loop_options *opts) {
-    tl_loop *loop = NULL;
-    int r = tl_loop_new(&loop, opts);
-    cr_assert(r == 0 && loop, "tl_loop_new: %d %s", r, tl_strerror(r));
-    const char *want = getenv("TICKLOOP_IO");
-    if (want && *want && strcmp(want, "auto") != 0)
-        cr_assert(strcmp(tl_loop_io_name(loop), want) == 0, "TICKLOOP_IO=%s gave %s", want,
-                  tl_loop_io_name(loop));
-    return loop;
-}
-
-struct seen {
-    int calls;
-    unsigned revents; /* of the last call */
-    unsigned all;     /* or of every call */
-};
-
-static void on_seen(tl_loop *loop, tl_io *w, unsigned revents) {
-    (void)loop;
-    struct seen *s = w->data;
-    s->calls++;
-    s->revents = revents;
-    s->all |= revents;
-}
+#include "loop_helpers.h"
 
 /* Runs ONCE iterations until *done or 2 s have passed; returns 1 if done. */
 static int run_until(tl_loop *loop, const int *done) {
@@ -71,9 +46,9 @@ Test(io_regressions, adding_write_to_an_armed_read_watcher_reports_write) {
     tl_loop *loop = new_loop();
     int fds[2];
     make_pair(fds);
-    struct seen s = {0};
+    struct io_seen s = {0};
     tl_io w;
-    tl_io_init(&w, fds[0], on_seen, &s);
+    tl_io_init(&w, fds[0], on_io_seen, &s);
     cr_assert(tl_io_start(loop, &w, TL_READ) == 0);
     /* Arms the poll (nothing to read: it stays in flight). */
     cr_assert(tl_loop_run(loop, TL_RUN_NOWAIT) == 1);
@@ -115,10 +90,10 @@ Test(io_regressions, many_event_changes_in_one_iteration_all_take_effect) {
     tl_loop *loop = new_loop();
     static int fds[N][2];
     static tl_io w[N];
-    static struct seen s[N];
+    static struct io_seen s[N];
     for (int i = 0; i < N; ++i) {
         make_pair(fds[i]);
-        tl_io_init(&w[i], fds[i][0], on_seen, &s[i]);
+        tl_io_init(&w[i], fds[i][0], on_io_seen, &s[i]);
         cr_assert(tl_io_start(loop, &w[i], TL_READ) == 0, "start %d", i);
     }
     cr_assert(tl_loop_run(loop, TL_RUN_NOWAIT) == 1);
@@ -272,18 +247,18 @@ Test(io_regressions, fd_closed_before_stop_with_its_file_open_elsewhere_does_not
     int keep = dup(fds[0]); /* the file outlives the watched fd */
     cr_assert(keep >= 0);
     cr_assert(write(fds[1], "x", 1) == 1); /* readable from now on */
-    struct seen s = {0};
+    struct io_seen s = {0};
     tl_io w;
 
     /* The same fd number on the same file again (dup2) before the loop ran:
        epoll still holds the old registration of that pair, and a new
        watcher must take it over. */
-    tl_io_init(&w, fds[0], on_seen, &s);
+    tl_io_init(&w, fds[0], on_io_seen, &s);
     cr_assert(tl_io_start(loop, &w, TL_READ) == 0);
     close(fds[0]);
     cr_assert(tl_io_stop(loop, &w) == 0);
     cr_assert(dup2(keep, fds[0]) == fds[0]);
-    tl_io_init(&w, fds[0], on_seen, &s);
+    tl_io_init(&w, fds[0], on_io_seen, &s);
     int r = tl_io_start(loop, &w, TL_READ);
     cr_assert(r == 0, "start on the same fd and file again: %s", tl_strerror(r));
     cr_assert(run_until(loop, &s.calls));
@@ -323,8 +298,8 @@ Test(io_regressions, fd_closed_before_stop_with_its_file_open_elsewhere_does_not
     int other[2];
     make_pair(other);
     tl_io w2;
-    struct seen s2 = {0};
-    tl_io_init(&w2, other[0], on_seen, &s2);
+    struct io_seen s2 = {0};
+    tl_io_init(&w2, other[0], on_io_seen, &s2);
     cr_assert(tl_io_start(loop, &w2, TL_READ) == 0);
     cr_assert(write(other[1], "x", 1) == 1);
     cr_assert(run_until(loop, &s2.calls));
@@ -402,9 +377,9 @@ Test(io_regressions, files_without_poll_support_are_eperm_and_procfs_sysfs_are_a
         int fd = open_or_skip(accepted[i]);
         if (fd < 0) continue;
         ++tried;
-        struct seen s = {0};
+        struct io_seen s = {0};
         tl_io w;
-        tl_io_init(&w, fd, on_seen, &s);
+        tl_io_init(&w, fd, on_io_seen, &s);
         int r = tl_io_start(loop, &w, TL_READ);
         cr_assert(r == 0, "%s: %d %s", accepted[i], r, tl_strerror(r));
         cr_assert(tl_io_stop(loop, &w) == 0);
@@ -424,9 +399,9 @@ Test(io_regressions, peer_half_close_is_read_not_hangup) {
     tl_loop *loop = new_loop();
     int fds[2];
     make_pair(fds);
-    struct seen s = {0};
+    struct io_seen s = {0};
     tl_io w;
-    tl_io_init(&w, fds[0], on_seen, &s);
+    tl_io_init(&w, fds[0], on_io_seen, &s);
     cr_assert(tl_io_start(loop, &w, TL_READ | TL_WRITE) == 0);
     cr_assert(shutdown(fds[1], SHUT_WR) == 0);
     cr_assert(run_until(loop, &s.calls));

@@ -7,6 +7,7 @@
  * this API. Run once per I/O backend (TICKLOOP_IO); the timer ones once per
  * registered timer backend too.
  */
+#define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdlib.h>
