@@ -20,12 +20,7 @@
 #include <tickloop/tickloop.h>
 #include <tickloop/timer_backend.h>
 
-static tl_loop *new_loop(void) {
-    tl_loop *loop = NULL;
-    int r = tl_loop_new(&loop, NULL);
-    cr_assert(r == 0 && loop, "tl_loop_new: %d %s", r, tl_strerror(r));
-    return loop;
-}
+#include "loop_helpers.h"
 
 static void timer_cb(tl_loop *loop, tl_timer *t) {
     (void)loop;
