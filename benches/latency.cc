@@ -520,8 +520,8 @@ std::vector<Result> run_sweep(const Options &opt, const std::vector<TlConfig> &c
             return libevent_run(opt, "sweep", 0, &q); /* the helper waits the offset */
         });
     /* Rows wake `spacing` apart: 1/64 of the wait, within [97 us, 5 ms]. At
-       a fixed 97 us the 16 rows of a 5 s wait woke within 1.5 ms and queued
-       for the 2 CPUs, which showed as lateness of the later rows. */
+       a fixed 97 us the 16 rows of a 5 s wait would wake within 1.5 ms and
+       queue for the 2 CPUs, which shows as lateness of the later rows. */
     uint64_t spacing = std::min<uint64_t>(std::max<uint64_t>(len.ns / 64, 97 * kUs), 5 * kMs);
     std::vector<std::vector<Result>> got(rows.size());
     std::vector<std::thread> threads;

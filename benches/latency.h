@@ -93,7 +93,7 @@ struct Params {
     /* Restart rounds are short (a few ms of work each), so several of them:
        the median then shrugs off the rounds another tenant disturbed. Each
        round rebuilds the population, so more rounds cost the job's time
-       budget (16 took 9 s, 8 take 7 s). */
+       budget (16 rounds take about 9 s, 8 about 7 s). */
     size_t restart_rounds = 8;
     uint64_t far_min = 1 * kSec, far_max = 600 * kSec;
     /* Expiry throughput: expire_population timers due within expire_window,

@@ -219,7 +219,7 @@ Test(libuv_loop, stop_before_run) {
 }
 
 /* loop_update_time: NOWAIT runs of a loop with nothing active still move
- * tl_now() (before issue 10 they did not, and this loop never ended). */
+ * tl_now(), or this loop would never end. */
 Test(libuv_loop, nowait_runs_advance_now) {
     tl_loop *loop = new_loop();
     uint64_t start = tl_now(loop);

@@ -312,7 +312,7 @@ BACKEND_TEST(timer, zero_timeout_restart_runs_next_iteration) {
 /* Timers started with timeout 0 from one callback tie on deadline "now" and
  * wait for the next iteration; there the heaps still owe them start order. The
  * first one popped in the starting dispatch goes back in; it must keep its
- * rank (found by tests/reliability/loop_fuzz: it used to run last). */
+ * rank, not run last (a case tests/reliability/loop_fuzz reaches). */
 struct fresh_ties {
     tl_timer starter;
     tl_timer t[4];
@@ -398,10 +398,10 @@ BACKEND_TEST(timer, due_restart_in_callback_holds_back_no_other_timer) {
     free_loop(loop);
 }
 
-/* tl_timer_init on an active timer zeroed a handle its loop still held: the
- * wheels then crashed, the heaps ran a callback twice, and a debug build
- * aborted with an invariant message that did not name the cause. Such an
- * init now stops the timer on its loop first. Three places an active timer
+/* tl_timer_init on an active timer stops it on its loop first: zeroing a
+ * handle its loop still holds would crash the wheels, run a callback twice
+ * on the heaps, and abort a debug build with an invariant message that does
+ * not name the cause. Three places an active timer
  * can be: inside the backend, queued in a dispatch (popped, callback not run
  * yet), parked (started due during a dispatch); a copy of an active timer,
  * and memory whose flags merely look active, are just initialised. */
@@ -488,10 +488,10 @@ void *aligned_alloc(size_t align, size_t size) {
 }
 
 /* A timer started in a callback with a deadline already due is parked until
- * the dispatch ends and inserted then. That insert failed when the heap could
- * not grow by then (other starts in the same dispatch had filled it, and
- * memory ran out): the timer became inactive, never ran, although its
- * tl_timer_start had returned 0. Its room is now taken when it is parked. */
+ * the dispatch ends and inserted then. Its room in the heap is taken when it
+ * is parked: taken at the insert, it could be missing by then (other starts
+ * in the same dispatch filled the heap, and memory ran out), and the timer
+ * would become inactive and never run although tl_timer_start returned 0. */
 #define ROOMY 5000
 struct roomy {
     tl_timer first, parked, future[ROOMY];
