@@ -1373,9 +1373,24 @@ int main(int argc, char **argv) {
     };
 
     /* The rows of a timer-operation workload: every tickloop timer backend
-       (on the first I/O kind only: the workload never polls), then libev and
-       libuv, each made by runner(make, family). libevent runs in its helper. */
-    auto ops_runners = [&](auto runner) {
+   (on the first I/O kind only: the workload never polls), then libev and
+   libuv, then libevent in its helper. Each round of a row makes a fresh
+   loop and runs measure(ops, round, r) on it. */
+    auto ops_runners = [&](const char *workload, auto measure) {
+        auto runner = [workload, measure](auto make, const char *family) -> RunRound {
+            return [=](size_t round) {
+                auto ops = make();
+                Result r;
+                r.impl = ops->name();
+                r.family = family;
+                r.workload = workload;
+                if (!ops->ok())
+                    r.skipped = ops->error();
+                else
+                    measure(*ops, round, r);
+                return std::vector<Result>{r};
+            };
+        };
         std::vector<RunRound> runners;
         for (const TlConfig &cfg : configs) {
             if (cfg.io.kind != configs.front().io.kind) continue;
@@ -1391,6 +1406,8 @@ int main(int argc, char **argv) {
 #if TL_BENCH_HAVE_LIBUV
         runners.push_back(runner([] { return std::make_unique<LibuvOps>(); }, "peer"));
 #endif
+        runners.push_back(
+            [&, workload](size_t round) { return libevent_run(opt, workload, round); });
         return runners;
     };
 
@@ -1496,28 +1513,14 @@ int main(int argc, char **argv) {
                    its budget in the default run is a few seconds. */
                 size_t rounds = batched ? std::min(kRestartBatchRounds, opt.params.restart_rounds)
                                         : opt.params.restart_rounds;
-                /* One round of one library: a fresh loop and population, a
-                   slice of the plan's restarts timed. */
-                auto runner = [&, workload, batched](auto make, const char *family) -> RunRound {
-                    return [&, make, family, workload, batched](size_t round) {
-                        auto ops = make();
-                        Result r;
-                        r.impl = ops->name();
-                        r.family = family;
-                        r.workload = workload;
-                        if (!ops->ok()) {
-                            r.skipped = ops->error();
-                        } else {
-                            size_t begin, end;
-                            restart_round(plan, round, opt.params.restart_rounds, &begin, &end);
-                            measure_restart(*ops, plan, begin, end, r, batched ? kRestartBatch : 0);
-                        }
-                        return std::vector<Result>{r};
-                    };
-                };
-                std::vector<RunRound> runners = ops_runners(runner);
-                runners.push_back(
-                    [&, workload](size_t round) { return libevent_run(opt, workload, round); });
+                /* One round of one library: a fresh population, a slice of
+                   the plan's restarts timed. */
+                std::vector<RunRound> runners =
+                    ops_runners(workload, [&, batched](auto &ops, size_t round, Result &r) {
+                        size_t begin, end;
+                        restart_round(plan, round, opt.params.restart_rounds, &begin, &end);
+                        measure_restart(ops, plan, begin, end, r, batched ? kRestartBatch : 0);
+                    });
                 char title[240];
                 if (batched)
                     std::snprintf(title, sizeof title,
@@ -1544,23 +1547,10 @@ int main(int argc, char **argv) {
                 const char *workload = equal      ? "expire-equal"
                                        : shuffled ? "expire-shuffled"
                                                   : "expire";
-                auto runner = [&, workload](auto make, const char *family) -> RunRound {
-                    return [&, make, family, workload](size_t) {
-                        auto ops = make();
-                        Result r;
-                        r.impl = ops->name();
-                        r.family = family;
-                        r.workload = workload;
-                        if (!ops->ok())
-                            r.skipped = ops->error();
-                        else
-                            measure_expire(*ops, plan, opt.params.expire_window, r);
-                        return std::vector<Result>{r};
-                    };
-                };
-                std::vector<RunRound> runners = ops_runners(runner);
-                runners.push_back(
-                    [&, workload](size_t round) { return libevent_run(opt, workload, round); });
+                std::vector<RunRound> runners =
+                    ops_runners(workload, [&](auto &ops, size_t, Result &r) {
+                        measure_expire(ops, plan, opt.params.expire_window, r);
+                    });
                 char title[200];
                 if (equal)
                     std::snprintf(title, sizeof title,
