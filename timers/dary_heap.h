@@ -59,6 +59,13 @@ class DaryHeap : public MallocNew {
         windows_.push(t, timer_leeway(t), seq);
     }
 
+    /* insert's leeway case, out of line: the leeway-0 insert stays small. */
+    [[gnu::noinline]] int insert_window(tl_timer *t) noexcept {
+        if (int r = windows_.make_room()) return r;
+        push_window(t);
+        return 0;
+    }
+
     /* reschedule when leeway is in use (out of line: the leeway-0 restart
        stays small where the loop inlines it). */
     [[gnu::noinline]] void reschedule_leeway(tl_timer *t, uint64_t deadline) noexcept {
@@ -98,16 +105,14 @@ public:
     /* Pre: t not inside, t->deadline set. Post on 0: t inside, last among
        equal deadlines. On -ENOMEM nothing changed. */
     int insert(tl_timer *t) noexcept {
-        if (count() + 1 > runs_.room()) [[unlikely]] {
+        if (runs_.full(count())) [[unlikely]] {
             if (int r = runs_.reserve(count() + 1)) return r;
         }
         if (!own_leeway(t)) [[likely]] {
             runs_.push(t);
             return 0;
         }
-        if (int r = windows_.make_room()) return r;
-        push_window(t);
-        return 0;
+        return insert_window(t);
     }
 
     /* Room for n timers more than are inside, t among them: the next n

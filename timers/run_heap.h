@@ -55,7 +55,10 @@ public:
     size_t count() const noexcept { return h0_.size_ + extra_; }
     const Entry &root() const noexcept { return h0_.root(); }
     size_t room() const noexcept { return h0_.room(); }
-    int reserve(size_t timers) noexcept { return h0_.reserve(timers); }
+    /* No room for one more than timers. */
+    bool full(size_t timers) const noexcept { return Root + timers >= h0_.capacity_; }
+    /* Growth, out of line: it is rare and would crowd the insert. */
+    [[gnu::noinline, gnu::cold]] int reserve(size_t timers) noexcept { return h0_.reserve(timers); }
     uint64_t take_seq() noexcept { return seq_++; }
 
     /* Pre: t in no part, room for it, t->deadline set. Post: t last of the
