@@ -21,14 +21,15 @@
  * - An entry's pointer has kEntryMore set if its run may hold more than its
  *   head (set when a second timer joins, kept while the entry lives): a pop
  *   of a run of one then leaves without reading the (cold) timer.
- * - newest_: a direct-mapped table, slot(deadline) -> the last timer of the
- *   newest run of that deadline, i.e. the run whose seq is above every other
- *   run's and every window-heap timer's of that deadline. A start joins that
- *   run, which keeps (deadline, start order) for every timer. A slot is
- *   emptied when its run empties, when the run moves to another deadline
- *   (the slot of the new one records it), and, by the composition
- *   (forget), when a window-heap timer of that deadline takes a seq. A miss
- *   creates a new run, which the slot then records.
+ * - The table (deadlines_, tails_): direct-mapped, slot(deadline) -> the
+ *   last timer of the newest run of that deadline, i.e. the run whose seq is
+ *   above every other run's and every window-heap timer's of that deadline.
+ *   A start joins that run, which keeps (deadline, start order) for every
+ *   timer; a miss creates a new run, which the slot then records. A run of
+ *   one moved to another deadline is the newest there and is recorded
+ *   there. A slot is emptied when its run empties or moves away, and, by the
+ *   composition (forget), when a window-heap timer of its deadline takes a
+ *   seq.
  */
 #ifndef TICKLOOP_TIMERS_RUN_HEAP_H
 #define TICKLOOP_TIMERS_RUN_HEAP_H
@@ -66,10 +67,10 @@ public:
        new run, which the table records. */
     TL_HEAP_INLINE void push(tl_timer *t) noexcept {
         const uint64_t deadline = t->deadline;
-        Newest &n = newest_[slot(deadline)];
+        const size_t s = slot(deadline);
         set_next(t, nullptr);
-        if (n.tail && n.deadline == deadline) {
-            tl_timer *tail = n.tail;
+        if (tails_[s] && deadlines_[s] == deadline) {
+            tl_timer *tail = tails_[s];
             /* A run of one (its tail is its head) now has more: say so. */
             if (size_t hi = position_of(tail)) h0_.at(hi).timer = with_more(tail);
             set_prev(t, tail);
@@ -79,9 +80,9 @@ public:
         } else {
             seq_of(t) = seq_++;
             h0_.push(Entry{deadline, t});
-            n.deadline = deadline;
+            deadlines_[s] = deadline;
         }
-        n.tail = t;
+        tails_[s] = t;
     }
 
     /* Pre: t inside, t->deadline its run's. Post: t out of its run; the run's
@@ -117,8 +118,8 @@ public:
                 return t;
             }
         }
-        Newest &n = newest_[slot(root.key)];
-        if (n.tail == t) n.tail = nullptr;
+        tl_timer *&tail = tails_[slot(root.key)];
+        if (tail == t) tail = nullptr;
         h0_.remove_at(Root);
         return t;
     }
@@ -126,18 +127,16 @@ public:
     /* Pre: t inside. Post: t at deadline, last of its ties. */
     TL_HEAP_INLINE void reschedule(tl_timer *t, uint64_t deadline) noexcept {
         size_t idx = position_of(t);
-        Newest &to = newest_[slot(deadline)];
-        /* Alone in its run (every timer, when deadlines are distinct) and no
-           run of deadline to join: the run moves, with a new seq. If the
-           table recorded it, it records it under the new deadline. */
-        if (idx && !next_of(t) && !(to.tail && to.deadline == deadline)) [[likely]] {
-            Newest &from = newest_[slot(t->deadline)];
+        /* Alone in its run (every timer, when deadlines are distinct): the
+           run moves, with a new seq, which makes it the newest of deadline,
+           so the table records it there (without reading the slot). */
+        if (idx && !next_of(t)) [[likely]] {
+            const size_t from = slot(t->deadline), to = slot(deadline);
+            if (tails_[from] == t) tails_[from] = nullptr;
             t->deadline = deadline;
             seq_of(t) = seq_++;
-            if (from.tail == t) [[unlikely]] {
-                from.tail = nullptr;
-                to = Newest{deadline, t};
-            }
+            deadlines_[to] = deadline;
+            tails_[to] = t;
             h0_.settle(idx, Entry{deadline, t});
             return;
         }
@@ -147,8 +146,8 @@ public:
     /* A window-heap timer of deadline took a seq: the recorded run, if of
        that deadline, is no longer its newest. */
     void forget(uint64_t deadline) noexcept {
-        Newest &n = newest_[slot(deadline)];
-        if (n.deadline == deadline) n.tail = nullptr;
+        const size_t s = slot(deadline);
+        if (deadlines_[s] == deadline) tails_[s] = nullptr;
     }
 
     const char *check() const noexcept;
@@ -157,15 +156,12 @@ public:
     bool recorded(size_t s, uint64_t &deadline, uint64_t &seq) const noexcept;
 
 private:
-    struct Newest {
-        uint64_t deadline;
-        tl_timer *tail; /* NULL: empty */
-    };
-
     Array h0_;         /* one entry per run, by (deadline, seq)  */
     size_t extra_ = 0; /* timers that are not a run's head       */
     uint64_t seq_ = 0; /* the next seq                           */
-    Newest newest_[kSlots]{};
+    /* The table, as two arrays so that a slot is one scaled index. */
+    uint64_t deadlines_[kSlots]{};
+    tl_timer *tails_[kSlots]{}; /* NULL: the slot is empty */
 
     static tl_timer *with_more(tl_timer *t) noexcept {
         return reinterpret_cast<tl_timer *>(reinterpret_cast<uintptr_t>(t) | kEntryMore);
@@ -173,8 +169,8 @@ private:
 
     /* t, its run's last timer, leaves; prev (NULL: none) is the new last. */
     TL_HEAP_INLINE void tail_leaves(const tl_timer *t, tl_timer *prev) noexcept {
-        Newest &n = newest_[slot(t->deadline)];
-        if (n.tail == t) n.tail = prev;
+        tl_timer *&tail = tails_[slot(t->deadline)];
+        if (tail == t) tail = prev;
     }
 
     /* The run of head t at index idx goes on with next as its head: same
@@ -204,10 +200,9 @@ private:
 
 template <unsigned D, size_t Root>
 bool RunHeap<D, Root>::recorded(size_t s, uint64_t &deadline, uint64_t &seq) const noexcept {
-    const Newest &n = newest_[s];
-    const tl_timer *head = n.tail ? head_of(n.tail) : nullptr;
+    const tl_timer *head = tails_[s] ? head_of(tails_[s]) : nullptr;
     if (!head) return false;
-    deadline = n.deadline;
+    deadline = deadlines_[s];
     seq = seq_of(head);
     return true;
 }
@@ -222,7 +217,7 @@ const char *RunHeap<D, Root>::check() const noexcept {
         const Entry &e = h0_.at(i);
         const tl_timer *head = entry_timer(e);
         const size_t s = slot(e.key);
-        if (newest_[s].deadline == e.key && seq_of(head) >= newest_seq[s])
+        if (deadlines_[s] == e.key && seq_of(head) >= newest_seq[s])
             newest_seq[s] = seq_of(head) + 1;
         if (seq_of(head) >= seq_) return check_failed("heap H0: run seq at %zu from the future", i);
         size_t length = 0;
@@ -245,21 +240,22 @@ const char *RunHeap<D, Root>::check() const noexcept {
         return check_failed("heap H0: runs hold %zu timers, %zu runs + %zu others", members,
                             h0_.size_, extra_);
     for (size_t s = 0; s < kSlots; ++s) {
-        const Newest &n = newest_[s];
-        if (!n.tail) continue;
-        if (slot(n.deadline) != s)
+        const tl_timer *tail = tails_[s];
+        const uint64_t deadline = deadlines_[s];
+        if (!tail) continue;
+        if (slot(deadline) != s)
             return check_failed("heap H0: table slot %zu holds deadline %llu of slot %zu", s,
-                                (unsigned long long)n.deadline, slot(n.deadline));
-        const tl_timer *head = head_of(n.tail);
-        if (!head || next_of(n.tail) || n.tail->deadline != n.deadline)
+                                (unsigned long long)deadline, slot(deadline));
+        const tl_timer *head = head_of(tail);
+        if (!head || next_of(tail) || tail->deadline != deadline)
             return check_failed("heap H0: table slot %zu: not the last timer of a run of %llu", s,
-                                (unsigned long long)n.deadline);
+                                (unsigned long long)deadline);
         size_t hi = position_of(head);
         if (hi < Root || hi >= Root + h0_.size_ || entry_timer(h0_.at(hi)) != head)
             return check_failed("heap H0: table slot %zu: run not in H0", s);
         if (seq_of(head) + 1 != newest_seq[s])
             return check_failed("heap H0: table slot %zu: a newer run of %llu exists", s,
-                                (unsigned long long)n.deadline);
+                                (unsigned long long)deadline);
     }
     return nullptr;
 }
