@@ -141,8 +141,8 @@ struct TlConfig {
     uint64_t tick_ns;
     uint64_t slack_ns = 0; /* tl_loop_options.timer_slack_ns */
     /* The relative-wait fallbacks (TICKLOOP_EPOLL_TIMERFD=0,
-       TICKLOOP_URING_ABS_TIMER=0): the waits tickloop made before absolute
-       deadlines, shown beside the default for comparison. */
+       TICKLOOP_URING_ABS_TIMER=0), which kernels without absolute waits
+       get, shown beside the default absolute deadlines for comparison. */
     bool relative = false;
 };
 
@@ -167,7 +167,50 @@ std::string slack_tag(uint64_t slack_ns) {
     return " slack " + std::to_string(slack_ns) + "ns";
 }
 
-int tl_open(const TlConfig &cfg, tl_loop **loop) {
+/* TickloopOps with the latency methods of ops.h: each deadline checked
+   against tl_now() + delay, the loop's own counts (tl_loop_stats), and a
+   failed start or run written into the row's note rather than ending the
+   job. */
+struct TlLatencyOps : TickloopOps {
+    tl_loop_stats before{};
+    int start_error = 0;
+    size_t deadline_mismatch = 0; /* t.deadline != tl_now() + delay */
+    int run_status = 0;
+
+    explicit TlLatencyOps(const tl_loop_options &opts) : TickloopOps(opts) {}
+
+    static void on_fire(tl_loop *, tl_timer *t) {
+        uint64_t now = mono_ns(); /* first: the library's own work is not ours */
+        static_cast<FireSink *>(t->data)->fire(now);
+    }
+    void init_fire(tl_timer &t, FireSink *sink) { tl_timer_init(&t, on_fire, sink); }
+    uint64_t arm(tl_timer &t, uint64_t delay_ns) {
+        uint64_t deadline = tl_now(loop) + delay_ns;
+        if (int rc = tl_timer_start(loop, &t, delay_ns, 0)) start_error = rc;
+        if (t.deadline != deadline) ++deadline_mismatch;
+        return deadline;
+    }
+    /* TickloopOps::run, keeping tl_loop_run's status for the note. */
+    void run() { run_status = tl_loop_run(loop, TL_RUN_DEFAULT); }
+    std::string latency_note() const { return ""; }
+    void latency_begin() { tl_loop_stats_get(loop, &before); }
+    void latency_end(Result &r) {
+        tl_loop_stats after;
+        tl_loop_stats_get(loop, &after);
+        r.waits = after.iterations - before.iterations;
+        r.fired = after.timers_fired - before.timers_fired;
+        if (run_status < 0) r.note += std::string("tl_loop_run: ") + tl_strerror(run_status) + "; ";
+        if (start_error)
+            r.note += std::string("tl_timer_start: ") + tl_strerror(start_error) + "; ";
+        if (deadline_mismatch)
+            r.note += "tl_timer.deadline differed from tl_now()+delay " +
+                      std::to_string(deadline_mismatch) + " times; ";
+    }
+};
+
+/* The loop of one row, made with cfg's options; for a relative row with
+   the relative-wait fallbacks switched on while it is made. */
+std::unique_ptr<TlLatencyOps> tl_open(const TlConfig &cfg) {
     tl_loop_options opts;
     tl_loop_options_init(&opts);
     opts.io = cfg.io.kind;
@@ -175,20 +218,22 @@ int tl_open(const TlConfig &cfg, tl_loop **loop) {
     opts.tick_ns = cfg.tick_ns;
     opts.timer_slack_ns = cfg.slack_ns;
     std::lock_guard<std::mutex> lock(env_mutex);
-    if (!cfg.relative) return tl_loop_new(loop, &opts);
+    if (!cfg.relative) return std::make_unique<TlLatencyOps>(opts);
     static const char *const vars[] = {"TICKLOOP_EPOLL_TIMERFD", "TICKLOOP_URING_ABS_TIMER"};
     std::string saved[2];
     bool was_set[2];
     for (int i = 0; i < 2; ++i) saved[i] = swap_env(vars[i], "0", &was_set[i]);
-    int rc = tl_loop_new(loop, &opts);
+    auto ops = std::make_unique<TlLatencyOps>(opts);
     for (int i = 0; i < 2; ++i) {
         bool ignored;
         swap_env(vars[i], was_set[i] ? saved[i].c_str() : nullptr, &ignored);
     }
-    return rc;
+    return ops;
 }
 
-Result tl_row(const TlConfig &cfg, const char *workload) {
+/* One latency row of a tickloop configuration: workload "chain" (also the
+   sweep's rows) or "open", over delays. */
+Result tl_latency(const TlConfig &cfg, const char *workload, const std::vector<uint64_t> &delays) {
     Result r;
     r.impl = "tickloop " + cfg.timers + "/" + cfg.io.name;
     if (cfg.tick_ns) r.impl += " tick " + std::to_string(cfg.tick_ns) + "ns";
@@ -196,116 +241,8 @@ Result tl_row(const TlConfig &cfg, const char *workload) {
     if (cfg.relative) r.impl += " relative";
     r.family = "tickloop";
     r.workload = workload;
-    return r;
-}
-
-/* One chain of one-shot timers: each callback records its lateness and arms
-   the next link from inside the callback, as an application would. */
-struct TlChain {
-    const std::vector<uint64_t> &delays;
-    std::vector<int64_t> &lateness;
-    size_t next = 0;
-    uint64_t deadline = 0; /* tl_now() + delay of the armed link */
-    int error = 0;
-    size_t deadline_mismatch = 0; /* t->deadline != tl_now() + delay */
-
-    void arm(tl_loop *loop, tl_timer *t) {
-        if (next == delays.size()) return;
-        uint64_t delay = delays[next++];
-        deadline = tl_now(loop) + delay;
-        int rc = tl_timer_start(loop, t, delay, 0);
-        if (rc) error = rc;
-        if (t->deadline != deadline) ++deadline_mismatch;
-    }
-    static void on_timer(tl_loop *loop, tl_timer *t) {
-        uint64_t now = mono_ns(); /* first: the library's own work is not ours */
-        auto *chain = static_cast<TlChain *>(t->data);
-        chain->lateness.push_back((int64_t)(now - chain->deadline));
-        chain->arm(loop, t);
-    }
-};
-
-void tl_finish(Result &r, tl_loop *loop, const tl_loop_stats &before, int rc, int error,
-               size_t mismatch) {
-    tl_loop_stats after;
-    tl_loop_stats_get(loop, &after);
-    r.waits = after.iterations - before.iterations;
-    r.fired = after.timers_fired - before.timers_fired;
-    if (rc < 0) r.note += std::string("tl_loop_run: ") + tl_strerror(rc) + "; ";
-    if (error) r.note += std::string("tl_timer_start: ") + tl_strerror(error) + "; ";
-    if (mismatch)
-        r.note += "tl_timer.deadline differed from tl_now()+delay " + std::to_string(mismatch) +
-                  " times; ";
-}
-
-Result tl_chain(const TlConfig &cfg, const std::vector<uint64_t> &delays) {
-    Result r = tl_row(cfg, "chain");
-    tl_loop *loop;
-    if (int rc = tl_open(cfg, &loop)) {
-        r.skipped = std::string("tl_loop_new: ") + tl_strerror(rc);
-        return r;
-    }
-    r.lateness.reserve(delays.size());
-    TlChain chain{delays, r.lateness};
-    tl_timer t;
-    tl_timer_init(&t, TlChain::on_timer, &chain);
-    tl_loop_stats before;
-    tl_loop_stats_get(loop, &before);
-    uint64_t w0 = mono_ns();
-    /* The cached time is as old as the loop; the first deadline must be
-       computed from the present like every later one. */
-    tl_update_time(loop);
-    chain.arm(loop, &t);
-    int rc = tl_loop_run(loop, TL_RUN_DEFAULT);
-    r.wall_s = (double)(mono_ns() - w0) / 1e9;
-    tl_finish(r, loop, before, rc, chain.error, chain.deadline_mismatch);
-    tl_timer_stop(loop, &t);
-    tl_loop_free(loop);
-    return r;
-}
-
-/* Open loop: all timers armed up front, each records its lateness when it
-   fires; nothing is re-armed. */
-struct TlOpen {
-    tl_timer *timers;
-    std::vector<uint64_t> deadline;
-    std::vector<int64_t> &lateness;
-
-    static void on_timer(tl_loop *, tl_timer *t) {
-        uint64_t now = mono_ns();
-        auto *open = static_cast<TlOpen *>(t->data);
-        open->lateness.push_back((int64_t)(now - open->deadline[(size_t)(t - open->timers)]));
-    }
-};
-
-Result tl_open_loop(const TlConfig &cfg, const std::vector<uint64_t> &delays) {
-    Result r = tl_row(cfg, "open");
-    tl_loop *loop;
-    if (int rc = tl_open(cfg, &loop)) {
-        r.skipped = std::string("tl_loop_new: ") + tl_strerror(rc);
-        return r;
-    }
-    size_t n = delays.size();
-    std::unique_ptr<tl_timer[]> timers(new tl_timer[n]);
-    r.lateness.reserve(n);
-    TlOpen open{timers.get(), std::vector<uint64_t>(n), r.lateness};
-    int error = 0;
-    size_t mismatch = 0;
-    for (size_t i = 0; i < n; ++i) tl_timer_init(&timers[i], TlOpen::on_timer, &open);
-    tl_loop_stats before;
-    tl_loop_stats_get(loop, &before);
-    uint64_t w0 = mono_ns();
-    tl_update_time(loop);
-    for (size_t i = 0; i < n; ++i) {
-        open.deadline[i] = tl_now(loop) + delays[i];
-        if (int rc = tl_timer_start(loop, &timers[i], delays[i], 0)) error = rc;
-        if (timers[i].deadline != open.deadline[i]) ++mismatch;
-    }
-    int rc = tl_loop_run(loop, TL_RUN_DEFAULT);
-    r.wall_s = (double)(mono_ns() - w0) / 1e9;
-    tl_finish(r, loop, before, rc, error, mismatch);
-    for (size_t i = 0; i < n; ++i) tl_timer_stop(loop, &timers[i]);
-    tl_loop_free(loop);
+    std::unique_ptr<TlLatencyOps> ops = tl_open(cfg);
+    measure_latency(*ops, std::strcmp(workload, "chain") == 0, delays, r);
     return r;
 }
 
@@ -379,16 +316,13 @@ struct KernelWaiter {
     }
 };
 
-Result kernel_row(KernelWait how, const char *workload) {
+/* One kernel row: chain (also the sweep's rows) or open, with the same
+   waits a loop would make but no loop around them. */
+Result kernel_latency(KernelWait how, const char *workload, const std::vector<uint64_t> &delays) {
     Result r;
     r.impl = KernelWaiter::name(how);
     r.family = "kernel";
     r.workload = workload;
-    return r;
-}
-
-Result kernel_chain(KernelWait how, const std::vector<uint64_t> &delays) {
-    Result r = kernel_row(how, "chain");
     KernelWaiter waiter(how);
     if (!waiter.error.empty()) {
         r.skipped = waiter.error;
@@ -396,223 +330,58 @@ Result kernel_chain(KernelWait how, const std::vector<uint64_t> &delays) {
     }
     r.lateness.reserve(delays.size());
     uint64_t w0 = mono_ns();
-    /* "now" plays the loop's cached time: the clock read at wake-up. */
-    uint64_t now = mono_ns();
-    for (uint64_t delay : delays) {
-        uint64_t deadline = now + delay;
-        r.skipped = waiter.wait_until(deadline, &r.waits);
-        if (!r.skipped.empty()) break;
-        now = mono_ns();
-        r.lateness.push_back((int64_t)(now - deadline));
-        ++r.fired;
-    }
-    r.wall_s = (double)(mono_ns() - w0) / 1e9;
-    return r;
-}
-
-Result kernel_open(KernelWait how, const std::vector<uint64_t> &delays) {
-    Result r = kernel_row(how, "open");
-    KernelWaiter waiter(how);
-    if (!waiter.error.empty()) {
-        r.skipped = waiter.error;
-        return r;
-    }
-    r.lateness.reserve(delays.size());
-    uint64_t w0 = mono_ns();
-    uint64_t t0 = mono_ns();
-    std::vector<uint64_t> deadlines(delays.size());
-    for (size_t i = 0; i < delays.size(); ++i) deadlines[i] = t0 + delays[i];
-    /* Sorting is the ideal timer structure's work, done for free up front. */
-    std::sort(deadlines.begin(), deadlines.end());
-    size_t next = 0;
-    while (next < deadlines.size()) {
-        r.skipped = waiter.wait_until(deadlines[next], &r.waits);
-        if (!r.skipped.empty()) break;
+    if (std::strcmp(workload, "chain") == 0) {
+        /* "now" plays the loop's cached time: the clock read at wake-up. */
         uint64_t now = mono_ns();
-        while (next < deadlines.size() && deadlines[next] <= now) {
-            r.lateness.push_back((int64_t)(mono_ns() - deadlines[next++]));
+        for (uint64_t delay : delays) {
+            uint64_t deadline = now + delay;
+            r.skipped = waiter.wait_until(deadline, &r.waits);
+            if (!r.skipped.empty()) break;
+            now = mono_ns();
+            r.lateness.push_back((int64_t)(now - deadline));
             ++r.fired;
         }
-    }
-    r.wall_s = (double)(mono_ns() - w0) / 1e9;
-    return r;
-}
-
-/* ------------------------------------------------------------------------ */
-/* libev                                                                    */
-/* ------------------------------------------------------------------------ */
-
-#if TL_BENCH_HAVE_LIBEV
-/* libev's deadline is ev_timer.at after ev_timer_start: mn_now + delay in
-   CLOCK_MONOTONIC seconds, the value it compares against. */
-uint64_t ev_deadline(const ev_timer &w) {
-    return (uint64_t)std::llround(w.at * 1e9);
-}
-
-struct EvChain {
-    const std::vector<uint64_t> &delays;
-    std::vector<int64_t> &lateness;
-    size_t next = 0;
-    uint64_t deadline = 0;
-
-    void arm(struct ev_loop *loop, ev_timer *w) {
-        if (next == delays.size()) return;
-        ev_timer_set(w, (double)delays[next++] * 1e-9, 0.);
-        ev_timer_start(loop, w);
-        deadline = ev_deadline(*w);
-    }
-    static void on_timer(struct ev_loop *loop, ev_timer *w, int) {
-        uint64_t now = mono_ns();
-        auto *chain = static_cast<EvChain *>(w->data);
-        chain->lateness.push_back((int64_t)(now - chain->deadline));
-        chain->arm(loop, w);
-    }
-};
-
-struct EvOpen {
-    ev_timer *timers;
-    std::vector<uint64_t> deadline;
-    std::vector<int64_t> &lateness;
-    static void on_timer(struct ev_loop *, ev_timer *w, int) {
-        uint64_t now = mono_ns();
-        auto *open = static_cast<EvOpen *>(w->data);
-        open->lateness.push_back((int64_t)(now - open->deadline[(size_t)(w - open->timers)]));
-    }
-};
-
-Result libev_run(const char *workload, const std::vector<uint64_t> &delays) {
-    Result r;
-    r.impl = "libev " + LibevOps::version();
-    r.family = "peer";
-    r.workload = workload;
-    struct ev_loop *loop;
-    {
-        std::lock_guard<std::mutex> lock(env_mutex); /* it reads LIBEV_FLAGS */
-        loop = ev_loop_new(EVBACKEND_EPOLL);
-    }
-    if (!loop) {
-        r.skipped = "ev_loop_new(EVBACKEND_EPOLL) failed";
-        return r;
-    }
-    r.note = "epoll_wait timeouts in whole ms (rounded up); ";
-    r.lateness.reserve(delays.size());
-    uint64_t waits0 = kernel_waits();
-    uint64_t w0 = mono_ns();
-    ev_now_update(loop);
-    if (std::strcmp(workload, "chain") == 0) {
-        EvChain chain{delays, r.lateness};
-        ev_timer w;
-        ev_timer_init(&w, EvChain::on_timer, 0., 0.);
-        w.data = &chain;
-        chain.arm(loop, &w);
-        ev_run(loop, 0);
     } else {
-        size_t n = delays.size();
-        std::unique_ptr<ev_timer[]> timers(new ev_timer[n]);
-        EvOpen open{timers.get(), std::vector<uint64_t>(n), r.lateness};
-        for (size_t i = 0; i < n; ++i) {
-            ev_timer_init(&timers[i], EvOpen::on_timer, (double)delays[i] * 1e-9, 0.);
-            timers[i].data = &open;
-            ev_timer_start(loop, &timers[i]);
-            open.deadline[i] = ev_deadline(timers[i]);
+        uint64_t t0 = mono_ns();
+        std::vector<uint64_t> deadlines(delays.size());
+        for (size_t i = 0; i < delays.size(); ++i) deadlines[i] = t0 + delays[i];
+        /* Sorting is the ideal timer structure's work, done for free up front. */
+        std::sort(deadlines.begin(), deadlines.end());
+        size_t next = 0;
+        while (next < deadlines.size()) {
+            r.skipped = waiter.wait_until(deadlines[next], &r.waits);
+            if (!r.skipped.empty()) break;
+            uint64_t now = mono_ns();
+            while (next < deadlines.size() && deadlines[next] <= now) {
+                r.lateness.push_back((int64_t)(mono_ns() - deadlines[next++]));
+                ++r.fired;
+            }
         }
-        ev_run(loop, 0);
     }
     r.wall_s = (double)(mono_ns() - w0) / 1e9;
-    r.waits = kernel_waits() - waits0;
-    r.fired = r.lateness.size();
-    ev_loop_destroy(loop);
     return r;
 }
-#endif
 
 /* ------------------------------------------------------------------------ */
-/* libuv                                                                    */
+/* libev and libuv                                                          */
 /* ------------------------------------------------------------------------ */
 
-#if TL_BENCH_HAVE_LIBUV
-/* libuv's deadline: its cached loop time plus the timeout, in whole ms of
-   CLOCK_MONOTONIC (coarse or not, the same time base). */
-uint64_t uv_deadline(uv_timer_t *t) {
-    return (uv_now(t->loop) + uv_timer_get_due_in(t)) * LibuvOps::resolution_ns;
-}
-
-struct UvChain {
-    const std::vector<uint64_t> &delays;
-    std::vector<int64_t> &lateness;
-    size_t next = 0;
-    uint64_t deadline = 0;
-
-    void arm(uv_timer_t *t) {
-        if (next == delays.size()) return;
-        uv_timer_start(t, on_timer, LibuvOps::to_ms(delays[next++]), 0);
-        deadline = uv_deadline(t);
-    }
-    static void on_timer(uv_timer_t *t) {
-        uint64_t now = mono_ns();
-        auto *chain = static_cast<UvChain *>(t->data);
-        chain->lateness.push_back((int64_t)(now - chain->deadline));
-        chain->arm(t);
-    }
-};
-
-struct UvOpen {
-    uv_timer_t *timers;
-    std::vector<uint64_t> deadline;
-    std::vector<int64_t> &lateness;
-    static void on_timer(uv_timer_t *t) {
-        uint64_t now = mono_ns();
-        auto *open = static_cast<UvOpen *>(t->data);
-        open->lateness.push_back((int64_t)(now - open->deadline[(size_t)(t - open->timers)]));
-    }
-};
-
-Result libuv_run(const char *workload, const std::vector<uint64_t> &delays) {
-    Result r;
-    r.impl = "libuv " + LibuvOps::version();
-    r.family = "peer";
-    r.workload = workload;
-    uv_loop_t loop;
-    int init_rc;
+/* One latency row of a peer in this process, through its adapter (ops.h);
+   the loop is made under env_mutex (libev reads LIBEV_FLAGS then). */
+template <class Ops>
+Result peer_latency(const char *workload, const std::vector<uint64_t> &delays) {
+    std::unique_ptr<Ops> ops;
     {
         std::lock_guard<std::mutex> lock(env_mutex);
-        init_rc = uv_loop_init(&loop);
+        ops = std::make_unique<Ops>();
     }
-    if (int rc = init_rc) {
-        r.skipped = std::string("uv_loop_init: ") + uv_strerror(rc);
-        return r;
-    }
-    r.note = "delays rounded up to whole ms; ";
-    r.lateness.reserve(delays.size());
-    uint64_t waits0 = kernel_waits();
-    uint64_t w0 = mono_ns();
-    uv_update_time(&loop);
-    size_t n = std::strcmp(workload, "chain") == 0 ? 1 : delays.size();
-    std::unique_ptr<uv_timer_t[]> timers(new uv_timer_t[n]);
-    for (size_t i = 0; i < n; ++i) uv_timer_init(&loop, &timers[i]);
-    if (n == 1) {
-        UvChain chain{delays, r.lateness};
-        timers[0].data = &chain;
-        chain.arm(&timers[0]);
-        uv_run(&loop, UV_RUN_DEFAULT);
-    } else {
-        UvOpen open{timers.get(), std::vector<uint64_t>(n), r.lateness};
-        for (size_t i = 0; i < n; ++i) {
-            timers[i].data = &open;
-            uv_timer_start(&timers[i], UvOpen::on_timer, LibuvOps::to_ms(delays[i]), 0);
-            open.deadline[i] = uv_deadline(&timers[i]);
-        }
-        uv_run(&loop, UV_RUN_DEFAULT);
-    }
-    r.wall_s = (double)(mono_ns() - w0) / 1e9;
-    r.waits = kernel_waits() - waits0;
-    r.fired = r.lateness.size();
-    for (size_t i = 0; i < n; ++i) uv_close(reinterpret_cast<uv_handle_t *>(&timers[i]), nullptr);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
+    Result r;
+    r.impl = ops->name();
+    r.family = "peer";
+    r.workload = workload;
+    measure_latency(*ops, std::strcmp(workload, "chain") == 0, delays, r);
     return r;
 }
-#endif
 
 /* ------------------------------------------------------------------------ */
 /* libevent, through the helper executable                                  */
@@ -725,23 +494,23 @@ std::vector<Result> run_sweep(const Options &opt, const std::vector<TlConfig> &c
     for (const TlConfig &cfg : configs)
         rows.push_back([cfg](const Params &p) {
             sweep_start(p);
-            return std::vector<Result>{tl_chain(cfg, sweep_delays(p))};
+            return std::vector<Result>{tl_latency(cfg, "chain", sweep_delays(p))};
         });
     for (KernelWait how : {KernelWait::timerfd, KernelWait::epoll})
         rows.push_back([how](const Params &p) {
             sweep_start(p);
-            return std::vector<Result>{kernel_chain(how, sweep_delays(p))};
+            return std::vector<Result>{kernel_latency(how, "chain", sweep_delays(p))};
         });
 #if TL_BENCH_HAVE_LIBEV
     rows.push_back([](const Params &p) {
         sweep_start(p);
-        return std::vector<Result>{libev_run("chain", sweep_delays(p))};
+        return std::vector<Result>{peer_latency<LibevOps>("chain", sweep_delays(p))};
     });
 #endif
 #if TL_BENCH_HAVE_LIBUV
     rows.push_back([](const Params &p) {
         sweep_start(p);
-        return std::vector<Result>{libuv_run("chain", sweep_delays(p))};
+        return std::vector<Result>{peer_latency<LibuvOps>("chain", sweep_delays(p))};
     });
 #endif
     for (int precise : {0, 1})
@@ -751,8 +520,8 @@ std::vector<Result> run_sweep(const Options &opt, const std::vector<TlConfig> &c
             return libevent_run(opt, "sweep", 0, &q); /* the helper waits the offset */
         });
     /* Rows wake `spacing` apart: 1/64 of the wait, within [97 us, 5 ms]. At
-       a fixed 97 us the 16 rows of a 5 s wait woke within 1.5 ms and queued
-       for the 2 CPUs, which showed as lateness of the later rows. */
+       a fixed 97 us the 16 rows of a 5 s wait would wake within 1.5 ms and
+       queue for the 2 CPUs, which shows as lateness of the later rows. */
     uint64_t spacing = std::min<uint64_t>(std::max<uint64_t>(len.ns / 64, 97 * kUs), 5 * kMs);
     std::vector<std::vector<Result>> got(rows.size());
     std::vector<std::thread> threads;
@@ -1553,8 +1322,8 @@ int main(int argc, char **argv) {
         for (const char *name : names)
             if (wanted(opt.timers, name)) configs.push_back({io, name, opt.tick_ns});
     }
-    /* The relative-wait fallback of each I/O kind, for the default backend:
-       the waits before absolute deadlines, in the same run. */
+    /* The relative-wait fallback of each I/O kind, for the default backend,
+       in the same run as the absolute deadlines. */
     std::vector<TlConfig> relative_configs;
     for (const TlConfig &cfg : configs)
         if (cfg.timers == "heap4") {
@@ -1604,9 +1373,24 @@ int main(int argc, char **argv) {
     };
 
     /* The rows of a timer-operation workload: every tickloop timer backend
-       (on the first I/O kind only: the workload never polls), then libev and
-       libuv, each made by runner(make, family). libevent runs in its helper. */
-    auto ops_runners = [&](auto runner) {
+   (on the first I/O kind only: the workload never polls), then libev and
+   libuv, then libevent in its helper. Each round of a row makes a fresh
+   loop and runs measure(ops, round, r) on it. */
+    auto ops_runners = [&](const char *workload, auto measure) {
+        auto runner = [workload, measure](auto make, const char *family) -> RunRound {
+            return [=](size_t round) {
+                auto ops = make();
+                Result r;
+                r.impl = ops->name();
+                r.family = family;
+                r.workload = workload;
+                if (!ops->ok())
+                    r.skipped = ops->error();
+                else
+                    measure(*ops, round, r);
+                return std::vector<Result>{r};
+            };
+        };
         std::vector<RunRound> runners;
         for (const TlConfig &cfg : configs) {
             if (cfg.io.kind != configs.front().io.kind) continue;
@@ -1622,6 +1406,8 @@ int main(int argc, char **argv) {
 #if TL_BENCH_HAVE_LIBUV
         runners.push_back(runner([] { return std::make_unique<LibuvOps>(); }, "peer"));
 #endif
+        runners.push_back(
+            [&, workload](size_t round) { return libevent_run(opt, workload, round); });
         return runners;
     };
 
@@ -1633,9 +1419,8 @@ int main(int argc, char **argv) {
         };
         std::vector<RunRound> runners;
         for (const TlConfig &cfg : configs)
-            runners.push_back([&, cfg, chain](size_t round) {
-                return std::vector<Result>{chain ? tl_chain(cfg, delays(round))
-                                                 : tl_open_loop(cfg, delays(round))};
+            runners.push_back([&, cfg](size_t round) {
+                return std::vector<Result>{tl_latency(cfg, workload, delays(round))};
             });
         /* The chain's relative rows: epoll's only (io_uring's relative wait
            has no slack either; the sweep shows it), 2.6 s of the budget. */
@@ -1643,12 +1428,11 @@ int main(int argc, char **argv) {
             for (const TlConfig &cfg : relative_configs)
                 if (cfg.io.kind == TL_IO_EPOLL)
                     runners.push_back([&, cfg](size_t round) {
-                        return std::vector<Result>{tl_chain(cfg, delays(round))};
+                        return std::vector<Result>{tl_latency(cfg, "chain", delays(round))};
                     });
         for (KernelWait how : {KernelWait::nanosleep, KernelWait::epoll, KernelWait::timerfd})
-            runners.push_back([&, how, chain](size_t round) {
-                return std::vector<Result>{chain ? kernel_chain(how, delays(round))
-                                                 : kernel_open(how, delays(round))};
+            runners.push_back([&, how](size_t round) {
+                return std::vector<Result>{kernel_latency(how, workload, delays(round))};
             });
         /* The chain once more at a timer slack of fine_slack_ns: tickloop
            through its loop option, the floor through prctl; both put the
@@ -1660,26 +1444,28 @@ int main(int argc, char **argv) {
                 TlConfig fine = cfg;
                 fine.slack_ns = opt.fine_slack_ns;
                 runners.push_back([&, fine](size_t round) {
-                    Result r = tl_chain(fine, delays(round));
+                    Result r = tl_latency(fine, "chain", delays(round));
                     prctl(PR_SET_TIMERSLACK, (unsigned long)slack);
                     return std::vector<Result>{r};
                 });
             }
             runners.push_back([&](size_t round) {
                 prctl(PR_SET_TIMERSLACK, (unsigned long)opt.fine_slack_ns);
-                Result r = kernel_chain(KernelWait::epoll, delays(round));
+                Result r = kernel_latency(KernelWait::epoll, "chain", delays(round));
                 prctl(PR_SET_TIMERSLACK, (unsigned long)slack);
                 r.impl += slack_tag(opt.fine_slack_ns);
                 return std::vector<Result>{r};
             });
         }
 #if TL_BENCH_HAVE_LIBEV
-        runners.push_back(
-            [&](size_t round) { return std::vector<Result>{libev_run(workload, delays(round))}; });
+        runners.push_back([&](size_t round) {
+            return std::vector<Result>{peer_latency<LibevOps>(workload, delays(round))};
+        });
 #endif
 #if TL_BENCH_HAVE_LIBUV
-        runners.push_back(
-            [&](size_t round) { return std::vector<Result>{libuv_run(workload, delays(round))}; });
+        runners.push_back([&](size_t round) {
+            return std::vector<Result>{peer_latency<LibuvOps>(workload, delays(round))};
+        });
 #endif
         runners.push_back([&](size_t round) { return libevent_run(opt, workload, round); });
         print_latency_table(title.c_str(), run_rounds(runners, p.rounds));
@@ -1727,28 +1513,14 @@ int main(int argc, char **argv) {
                    its budget in the default run is a few seconds. */
                 size_t rounds = batched ? std::min(kRestartBatchRounds, opt.params.restart_rounds)
                                         : opt.params.restart_rounds;
-                /* One round of one library: a fresh loop and population, a
-                   slice of the plan's restarts timed. */
-                auto runner = [&, workload, batched](auto make, const char *family) -> RunRound {
-                    return [&, make, family, workload, batched](size_t round) {
-                        auto ops = make();
-                        Result r;
-                        r.impl = ops->name();
-                        r.family = family;
-                        r.workload = workload;
-                        if (!ops->ok()) {
-                            r.skipped = ops->error();
-                        } else {
-                            size_t begin, end;
-                            restart_round(plan, round, opt.params.restart_rounds, &begin, &end);
-                            measure_restart(*ops, plan, begin, end, r, batched ? kRestartBatch : 0);
-                        }
-                        return std::vector<Result>{r};
-                    };
-                };
-                std::vector<RunRound> runners = ops_runners(runner);
-                runners.push_back(
-                    [&, workload](size_t round) { return libevent_run(opt, workload, round); });
+                /* One round of one library: a fresh population, a slice of
+                   the plan's restarts timed. */
+                std::vector<RunRound> runners =
+                    ops_runners(workload, [&, batched](auto &ops, size_t round, Result &r) {
+                        size_t begin, end;
+                        restart_round(plan, round, opt.params.restart_rounds, &begin, &end);
+                        measure_restart(ops, plan, begin, end, r, batched ? kRestartBatch : 0);
+                    });
                 char title[240];
                 if (batched)
                     std::snprintf(title, sizeof title,
@@ -1775,23 +1547,10 @@ int main(int argc, char **argv) {
                 const char *workload = equal      ? "expire-equal"
                                        : shuffled ? "expire-shuffled"
                                                   : "expire";
-                auto runner = [&, workload](auto make, const char *family) -> RunRound {
-                    return [&, make, family, workload](size_t) {
-                        auto ops = make();
-                        Result r;
-                        r.impl = ops->name();
-                        r.family = family;
-                        r.workload = workload;
-                        if (!ops->ok())
-                            r.skipped = ops->error();
-                        else
-                            measure_expire(*ops, plan, opt.params.expire_window, r);
-                        return std::vector<Result>{r};
-                    };
-                };
-                std::vector<RunRound> runners = ops_runners(runner);
-                runners.push_back(
-                    [&, workload](size_t round) { return libevent_run(opt, workload, round); });
+                std::vector<RunRound> runners =
+                    ops_runners(workload, [&](auto &ops, size_t, Result &r) {
+                        measure_expire(ops, plan, opt.params.expire_window, r);
+                    });
                 char title[200];
                 if (equal)
                     std::snprintf(title, sizeof title,

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -92,7 +93,7 @@ struct Params {
     /* Restart rounds are short (a few ms of work each), so several of them:
        the median then shrugs off the rounds another tenant disturbed. Each
        round rebuilds the population, so more rounds cost the job's time
-       budget (16 took 9 s, 8 take 7 s). */
+       budget (16 rounds take about 9 s, 8 about 7 s). */
     size_t restart_rounds = 8;
     uint64_t far_min = 1 * kSec, far_max = 600 * kSec;
     /* Expiry throughput: expire_population timers due within expire_window,
@@ -159,7 +160,8 @@ inline std::vector<uint64_t> chain_delays(const Params &p, size_t round) {
     double lo = std::log((double)p.chain_min), hi = std::log((double)p.chain_max);
     for (auto &x : d) x = (uint64_t)std::exp(lo + (hi - lo) * rng.unit());
     size_t begin = p.chain_count * round / p.rounds, end = p.chain_count * (round + 1) / p.rounds;
-    return std::vector<uint64_t>(d.begin() + (ptrdiff_t)begin, d.begin() + (ptrdiff_t)end);
+    return std::vector<uint64_t>(d.begin() + (std::ptrdiff_t)begin,
+                                 d.begin() + (std::ptrdiff_t)end);
 }
 
 /* Round `round` of the open loop: open_count / rounds timers spread over

@@ -9,10 +9,14 @@
 #ifndef TICKLOOP_BENCHES_OPS_LIBEV_H
 #define TICKLOOP_BENCHES_OPS_LIBEV_H
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 
 #include <ev.h>
+
+#include "latency.h"
+#include "ops.h"
 
 namespace bench {
 
@@ -60,6 +64,23 @@ struct LibevOps {
     void run_nowait() { ev_run(loop, EVRUN_NOWAIT); }
     void run() { ev_run(loop, 0); }
     void close(Timer *, size_t) {}
+
+    /* Latency rows (ops.h). */
+    static void on_fire(struct ev_loop *, ev_timer *w, int) {
+        uint64_t now = mono_ns(); /* first: the library's own work is not ours */
+        static_cast<FireSink *>(w->data)->fire(now);
+    }
+    void init_fire(Timer &t, FireSink *sink) {
+        ev_timer_init(&t, on_fire, 0., 0.);
+        t.data = sink;
+    }
+    /* libev's deadline is ev_timer.at after ev_timer_start: mn_now + delay in
+       CLOCK_MONOTONIC seconds, the value it compares against. */
+    uint64_t arm(Timer &t, uint64_t delay_ns) {
+        start(t, delay_ns);
+        return (uint64_t)std::llround(t.at * 1e9);
+    }
+    std::string latency_note() const { return "epoll_wait timeouts in whole ms (rounded up); "; }
 };
 
 } // namespace bench

@@ -20,6 +20,9 @@
 #include <event2/event.h>
 #include <event2/event_struct.h>
 
+#include "latency.h"
+#include "ops.h"
+
 namespace bench {
 
 /* A base on epoll, precise or not; NULL if libevent cannot give one. */
@@ -82,6 +85,30 @@ struct LibeventOps {
     void run_nowait() { event_base_loop(base, EVLOOP_NONBLOCK); }
     void run() { event_base_dispatch(base); }
     void close(Timer *, size_t) {}
+
+    /* Latency rows (ops.h). */
+    static void on_fire(evutil_socket_t, short, void *sink) {
+        uint64_t now = mono_ns(); /* first: the library's own work is not ours */
+        static_cast<FireSink *>(sink)->fire(now);
+    }
+    void init_fire(Timer &t, FireSink *sink) { evtimer_assign(&t, base, on_fire, sink); }
+    /* The deadline event_add computed, event.ev_timeout, on libevent's
+       monotonic clock (CLOCK_MONOTONIC_COARSE by default, CLOCK_MONOTONIC
+       when precise; both share CLOCK_MONOTONIC's time base). Its microsecond
+       field can carry libevent's common-timeout tag in its high bits; these
+       events use none, but it is masked as libevent itself does. */
+    uint64_t arm(Timer &t, uint64_t delay_ns) {
+        start(t, delay_ns);
+        return (uint64_t)t.ev_timeout.tv_sec * kSec +
+               (uint64_t)(t.ev_timeout.tv_usec & 0xfffff) * kUs;
+    }
+    std::string latency_note() const {
+        return std::string("backend ") + event_base_get_method(base) +
+               (precise ? "; waits through a timerfd (ns) and CLOCK_MONOTONIC; "
+                        : "; epoll_wait timeouts in whole ms (rounded up), "
+                          "CLOCK_MONOTONIC_COARSE; ") +
+               "delays rounded up to whole us; ";
+    }
 };
 
 } // namespace bench

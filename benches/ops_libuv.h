@@ -14,6 +14,9 @@
 
 #include <uv.h>
 
+#include "latency.h"
+#include "ops.h"
+
 namespace bench {
 
 struct LibuvOps {
@@ -59,6 +62,23 @@ struct LibuvOps {
     /* One handle, for handles not laid out in an array; close(nullptr, 0)
        then finishes them. */
     void close_handle(Timer &t) { uv_close(reinterpret_cast<uv_handle_t *>(&t), nullptr); }
+
+    /* Latency rows (ops.h). */
+    static void on_fire(uv_timer_t *t) {
+        uint64_t now = mono_ns(); /* first: the library's own work is not ours */
+        static_cast<FireSink *>(t->data)->fire(now);
+    }
+    void init_fire(Timer &t, FireSink *sink) {
+        uv_timer_init(&loop, &t);
+        t.data = sink;
+    }
+    /* libuv's deadline: its cached loop time plus the timeout, in whole ms of
+       CLOCK_MONOTONIC (coarse or not, the same time base). */
+    uint64_t arm(Timer &t, uint64_t delay_ns) {
+        uv_timer_start(&t, on_fire, to_ms(delay_ns), 0);
+        return (uv_now(&loop) + uv_timer_get_due_in(&t)) * resolution_ns;
+    }
+    std::string latency_note() const { return "delays rounded up to whole ms; "; }
 };
 
 } // namespace bench

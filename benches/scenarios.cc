@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * scenarios.cc: bench-scenarios, the whole-program scenarios of issue #7, for
+ * scenarios.cc: bench-scenarios, the whole-program scenarios, for
  * every tickloop timer backend, libev and libuv, each library in a fresh
  * child process so that its peak RSS is its own:
  *

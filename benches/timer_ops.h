@@ -36,8 +36,11 @@
  * consecutive starts (or restarts) one delay, 1 us later than the run before:
  * the deadlines of a busy server, whose every timer (re)started in one loop
  * iteration shares tl_now (as if the time were updated every 256 operations,
- * without timing each library's update call). Ties must still fire in start
- * order.
+ * without timing each library's update call); 3 "interleaved" draws each
+ * timer's delay at random from 51 distinct ones (for expire: spread evenly
+ * over the 20 ms), so starts of one deadline are interleaved with the other
+ * 50's: a server with a few fixed timeouts per connection state. Ties must
+ * still fire in start order.
  *
  * Counters: ns_per_op and items_per_second come from thread CPU time around
  * the timed code (this machine is shared; CPU time leaves out the others'
@@ -76,10 +79,12 @@ inline size_t ring_size(size_t n) {
 inline constexpr uint64_t kEqualDelay = 300 * kSec;
 inline constexpr uint64_t kExpireWindow = 20 * kMs;
 
-enum Deadlines : int64_t { kRandom = 0, kEqual = 1, kBatch = 2 };
+enum Deadlines : int64_t { kRandom = 0, kEqual = 1, kBatch = 2, kInterleaved = 3 };
 /* kBatch: starts per shared deadline, and the step between batches. */
 inline constexpr size_t kBatchSize = 256;
 inline constexpr uint64_t kBatchStep = 1000;
+/* kInterleaved: how many distinct deadlines. */
+inline constexpr uint64_t kInterleavedDeadlines = 51;
 enum Layout : int64_t { kStartOrder = 0, kShuffled = 1 };
 
 struct Population {
@@ -101,6 +106,7 @@ inline Population make_population(size_t n, Deadlines d, uint64_t lo = 1 * kSec,
     auto draw = [&](size_t i) {
         if (d == kEqual) return kEqualDelay;
         if (d == kBatch) return kEqualDelay + (i / kBatchSize) * kBatchStep;
+        if (d == kInterleaved) return kEqualDelay + rng.below(kInterleavedDeadlines) * kBatchStep;
         return lo + rng.below(hi - lo);
     };
     for (size_t i = 0; i < n; ++i) p.initial[i] = draw(i);
@@ -218,6 +224,12 @@ void bm_expire(benchmark::State &st, const std::string &variant) {
     if (d == kBatch) /* batches of 256 starts, spread over the window */
         for (size_t k = 0; k < n; ++k)
             p.initial[k] = (k / kBatchSize) * kBatchSize * kExpireWindow / n;
+    if (d == kInterleaved) {
+        Rng rng(0x696e746572ull ^ n);
+        for (size_t k = 0; k < n; ++k)
+            p.initial[k] =
+                rng.below(kInterleavedDeadlines) * kExpireWindow / (kInterleavedDeadlines - 1);
+    }
     /* at[k]: where in memory the k-th timer started lives. */
     std::vector<uint32_t> at(n);
     std::iota(at.begin(), at.end(), 0u);
@@ -370,8 +382,8 @@ inline int64_t expire_iterations(int64_t n) {
 
 /* Registers every benchmark above for one library (label: the row name, e.g.
    "heap4" or "libev"; variant: passed to the adapter's constructor). The
-   tie rows (equal:1 all equal, equal:2 batches of 256) stop at 1e6: they are the heaps' tie
-   case, not a scaling curve. */
+   tie rows (equal:1 all equal, equal:2 batches of 256, equal:3 interleaved)
+   stop at 1e6: they are the heaps' tie case, not a scaling curve. */
 template <class Ops>
 void register_all(const std::string &label, const std::string &variant, int64_t max_n) {
     using Fn = void (*)(benchmark::State &, const std::string &);
@@ -388,7 +400,7 @@ void register_all(const std::string &label, const std::string &variant, int64_t 
         if (manual) b->UseManualTime();
     };
     for (int64_t n : sizes(max_n)) {
-        for (int64_t d : {kRandom, kEqual, kBatch}) {
+        for (int64_t d : {kRandom, kEqual, kBatch, kInterleaved}) {
             if (d != kRandom && n > 1000000) continue;
             one("start_stop", bm_start_stop<Ops>, {n, d}, op_iterations(n), false);
             one("restart", bm_restart<Ops>, {n, d}, op_iterations(n), false);

@@ -19,7 +19,7 @@
  * that went through tl_async_init carries HANDLE_INIT, and its ACTIVE bit is
  * the truth: double start and stop are O(1). One that was never initialised
  * may hold anything, so for it ACTIVE is confirmed by walking the loop's list
- * (the behaviour before tl_async_init existed).
+ * (tl_async_init is optional: fresh memory may be started directly).
  */
 #include <cerrno>
 #include <sys/eventfd.h>
@@ -48,7 +48,7 @@ void store_magic(tl_async *a, uint32_t state) noexcept {
 
 /* True if a is active on some loop; for an uninitialised async, only if it
  * is really on `loop`'s list (other loops' lists are not ours to walk: a
- * marker naming another loop is taken at its word, as before). */
+ * marker naming another loop is taken at its word). */
 bool is_active(const tl_loop *loop, const tl_async *a, uint32_t magic) noexcept {
     if (!is_marked(magic) || !(magic & HANDLE_ACTIVE)) return false;
     if (magic & HANDLE_INIT) return true;
@@ -98,19 +98,16 @@ int async_fork(tl_loop *loop) noexcept {
     if (loop->async_fd < 0) return 0;
     int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (fd < 0) return -errno;
-    int r = io_reserve_fd(loop, fd);
+    /* The inherited eventfd is shared with the parent: its sends would wake
+       the child. Move the watcher onto the new one; the caller registers
+       every registry entry with the new backend. */
+    int r = io_replace_fd(loop, &loop->async_watcher, fd);
     if (r < 0) {
         close(fd);
         return r;
     }
-    /* The inherited eventfd is shared with the parent: its sends would wake
-       the child. Swap the new one into the watcher and the fd table; the
-       caller registers every fd-table entry with the new backend. */
-    loop->io_slots[loop->async_fd] = IoSlot{};
     close(loop->async_fd);
     loop->async_fd = fd;
-    loop->async_watcher.fd = fd;
-    loop->io_slots[fd] = IoSlot{&loop->async_watcher, 0, 0};
     /* A send pending at the fork wrote the old counter; its flag is still
        set, so one write makes the child's first iteration run it. */
     for (tl_async *a = loop->asyncs.head; a; a = a->next) {

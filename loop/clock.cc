@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "loop_internal.h"
+#include "timerfd.h"
 
 using namespace tl::detail;
 
@@ -73,25 +74,14 @@ void on_clock_fd(tl_loop *loop, tl_io *w, unsigned) {
 void arm(tl_loop *loop, unsigned c, uint64_t wake) noexcept {
     TimerDomain &cs = loop->timers.domain[c];
     if (cs.fd < 0 || loop->test_clock || wake == UINT64_MAX) return;
-    if (cs.armed != 0 && cs.armed <= wake) return;
-    struct itimerspec its;
-    std::memset(&its, 0, sizeof its);
-    /* 0 would disarm the timerfd: a wake-up at time 0 is long past anyway. */
-    if (wake == 0) wake = 1;
-    its.it_value.tv_sec = (time_t)(wake / 1000000000u);
-    its.it_value.tv_nsec = (long)(wake % 1000000000u);
-    int flags = TFD_TIMER_ABSTIME | (c == TL_CLOCK_REALTIME ? TFD_TIMER_CANCEL_ON_SET : 0);
-    if (timerfd_settime(cs.fd, flags, &its, nullptr) < 0) {
-        /* ECANCELED: the wall clock moved since the last read; the fd is
-           readable and the next iteration reads the clock again. */
-        if (errno == ECANCELED) {
-            tl_detail_loop_clock_changed(loop);
-            return;
-        }
-        io_internal_error(loop, "timerfd_settime", -errno);
-        return;
-    }
-    cs.armed = wake;
+    int r =
+        timerfd_arm(cs.fd, &cs.armed, wake, c == TL_CLOCK_REALTIME ? TFD_TIMER_CANCEL_ON_SET : 0);
+    /* ECANCELED: the wall clock moved since the last read; the fd is
+       readable and the next iteration reads the clock again. */
+    if (r == -ECANCELED)
+        tl_detail_loop_clock_changed(loop);
+    else if (r < 0)
+        io_internal_error(loop, "timerfd_settime", r);
 }
 
 int open_timerfd(unsigned c) noexcept {
@@ -141,24 +131,20 @@ void clock_close(tl_loop *loop) noexcept {
 
 int clock_fork(tl_loop *loop) noexcept {
     /* A timerfd is shared with the parent after fork (the parent's arming
-       would wake the child): a new one per clock, swapped into the watcher
-       and the fd table, armed again by the next wait. */
+       would wake the child): a new one per clock, with the watcher moved
+       onto it, armed again by the next wait. */
     for (unsigned c = 1; c < kClocks; ++c) {
         TimerDomain &cs = loop->timers.domain[c];
         if (cs.fd < 0) continue;
         int fd = open_timerfd(c);
         if (fd < 0) return fd;
-        int r = io_reserve_fd(loop, fd);
+        int r = io_replace_fd(loop, &cs.watcher, fd);
         if (r < 0) {
             close(fd);
             return r;
         }
-        loop->io_slots[fd] = loop->io_slots[cs.fd];
-        loop->io_slots[fd].state = loop->io_slots[fd].index = 0;
-        loop->io_slots[cs.fd] = IoSlot{};
         close(cs.fd);
         cs.fd = fd;
-        cs.watcher.fd = fd;
         cs.armed = 0;
     }
     return 0;

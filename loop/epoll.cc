@@ -8,8 +8,9 @@
  * unlimited epoll_wait on a set that holds an absolute CLOCK_MONOTONIC
  * timerfd armed at the deadline: an hrtimer with no slack, and absolute, so
  * a retried or late-started wait never moves it. Measured on this VM (lone
- * heap4 timer, tickloop-bench's wait sweep): a 1 s wait went from 1.2 ms late
- * to the timerfd floor (0.2-0.3 ms), 5 s from 2.7-5.2 ms.
+ * heap4 timer, tickloop-bench's wait sweep): a timed epoll_wait of 1 s ends
+ * 1.2 ms late, of 5 s 2.7-5.2 ms late; the timerfd wait ends at the timerfd
+ * floor (0.2-0.3 ms) for both.
  *
  * The timerfd is re-armed only when the deadline moves *earlier* than the
  * one it holds, or it has fired (Netty's epoll transport re-armed on every
@@ -40,12 +41,12 @@
  * good. An fd closed before tl_io_stop whose file lives on (a dup, a forked
  * child) cannot be named in EPOLL_CTL_DEL any more (EBADF), so its
  * registration stays in the set and, level-triggered, reports the file's
- * readiness with the stopped watcher's tag forever: the loop dropped those
- * events and spun at 100% CPU. On epoll such a tag can come from nothing
- * else (every other registration was deleted before the loop forgot it), so
- * the first event whose tag names no registration makes the backend build a
- * new set from the registry and close the old one, as libev does. A new
- * watcher on the same fd number and file meets the leftover at
+ * readiness with the stopped watcher's tag forever: a loop that only dropped
+ * those events would spin at 100% CPU. On epoll such a tag can come from
+ * nothing else (every other registration was deleted before the loop forgot
+ * it), so the first event whose tag names no registration makes the backend
+ * build a new set from the registry and close the old one, as libev does. A
+ * new watcher on the same fd number and file meets the leftover at
  * EPOLL_CTL_ADD (EEXIST) and takes it over with EPOLL_CTL_MOD.
  */
 #include <cerrno>
@@ -58,20 +59,17 @@
 #include <unistd.h>
 
 #include "loop_internal.h"
+#include "timerfd.h"
 
 namespace tl::detail {
 namespace {
-
-/* The timerfd's epoll tag. Never a loop tag (those carry an fd >= 0 in the
- * low half and a generation other than 0), never reported to the loop. */
-constexpr uint64_t kTimerTag = UINT64_MAX >> 32;
 
 /* Puts the timerfd in the set, edge-triggered (never read: see the top). */
 int timer_fd_add(int epfd, int tfd) noexcept {
     struct epoll_event ev;
     std::memset(&ev, 0, sizeof ev);
     ev.events = EPOLLIN | EPOLLET;
-    ev.data.u64 = kTimerTag;
+    ev.data.u64 = kBackendTag; /* never reported to the loop */
     return epoll_ctl(epfd, EPOLL_CTL_ADD, tfd, &ev) < 0 ? -errno : 0;
 }
 
@@ -85,6 +83,7 @@ public:
     }
 
     const char *name() const noexcept override { return "epoll"; }
+    tl_io_kind kind() const noexcept override { return TL_IO_EPOLL; }
     /* The epoll set is itself readable while one of its fds is ready (the
        timerfd included: a host polling it wakes for a deadline the loop armed
        in its last timed wait). */
@@ -118,7 +117,9 @@ public:
                for a zero timeout (a NOWAIT poll: 264 vs 150 ns on this VM). */
             n = epoll_wait(epfd_, events_, cap, deadline_ns ? -1 : 0);
         } else if (timer_fd_ >= 0) {
-            int r = arm_timer(deadline_ns);
+            /* Kept when it already holds an earlier deadline that has not
+               fired (see the top comment). */
+            int r = timerfd_arm(timer_fd_, &armed_ns_, deadline_ns, 0);
             if (r < 0) return r;
             n = epoll_wait(epfd_, events_, cap, -1);
         } else {
@@ -128,8 +129,9 @@ public:
         int ready = 0;
         for (int i = 0; i < n; ++i) {
             uint64_t tag = events_[i].data.u64;
-            if (tag == kTimerTag) {
-                armed_ns_ = 0; /* fired: the next timed wait arms again */
+            if (tag == kBackendTag) {
+                /* The deadline timerfd fired: the next timed wait arms it. */
+                armed_ns_ = 0;
                 continue;
             }
             out[ready++] = ReadyEvent{tag, tl_events(events_[i].events)};
@@ -139,19 +141,6 @@ public:
     }
 
 private:
-    /* Makes the timerfd fire no later than deadline_ns. Kept when it already
-       holds an earlier deadline that has not fired (see the top comment). */
-    int arm_timer(uint64_t deadline_ns) noexcept {
-        if (armed_ns_ != 0 && armed_ns_ <= deadline_ns) return 0;
-        struct itimerspec its;
-        std::memset(&its, 0, sizeof its);
-        its.it_value.tv_sec = (time_t)(deadline_ns / 1000000000u);
-        its.it_value.tv_nsec = (long)(deadline_ns % 1000000000u);
-        if (timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &its, nullptr) < 0) return -errno;
-        armed_ns_ = deadline_ns;
-        return 0;
-    }
-
     /* A timed wait for what remains until deadline_ns, from a fresh clock
        read; returns epoll's result (errno set on failure). */
     int wait_relative(uint64_t deadline_ns, int cap) noexcept {

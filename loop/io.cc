@@ -6,6 +6,9 @@
  * The registry (loop->io_slots, indexed by fd) is the only table of
  * registrations: both I/O backends read and annotate it (loop_internal.h says
  * what each call may assume), so they cannot disagree about what is watched.
+ * Its watcher entries are written here only: by start and stop, the streams'
+ * register/unregister, and io_replace_fd, which moves the loop's own watchers
+ * onto the descriptors tl_loop_fork's steps create.
  *
  * The kernel is told a tag (fd, generation) rather than a watcher pointer:
  * an event collected in the same batch for a watcher that a callback then
@@ -16,8 +19,8 @@
  *
  * The registry grows only for an fd that is open (fcntl(F_GETFD) first): an
  * fd number is bounded by the process's open-file limit only if it is open,
- * and sizing a table from an unchecked number let fd 2^24 cost 256 MiB and
- * fd INT_MAX ask for 16 GiB before -EBADF.
+ * and a table sized from an unchecked number would cost 256 MiB for fd 2^24
+ * and ask for 16 GiB for fd INT_MAX before -EBADF.
  */
 #include <cassert>
 #include <cerrno>
@@ -240,8 +243,15 @@ void io_unregister(tl_loop *loop, tl_io *w) noexcept {
     w->priv[0] = 0;
 }
 
-int io_reserve_fd(tl_loop *loop, int fd) noexcept {
-    return reserve_fd(loop, fd);
+int io_replace_fd(tl_loop *loop, tl_io *w, int new_fd) noexcept {
+    assert((w->flags & (IO_ACTIVE | IO_INTERNAL)) == (IO_ACTIVE | IO_INTERNAL));
+    assert(loop->io_slots[w->fd].watcher == w && new_fd != w->fd);
+    int r = reserve_fd(loop, new_fd);
+    if (r < 0) return r;
+    loop->io_slots[w->fd] = IoSlot{};
+    loop->io_slots[new_fd] = IoSlot{w, 0, 0};
+    w->fd = new_fd;
+    return 0;
 }
 
 void io_close(tl_loop *loop) noexcept {

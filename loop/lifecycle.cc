@@ -8,7 +8,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <pthread.h>
 
 #include "lifecycle.h"
@@ -154,7 +153,7 @@ TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts) {
         return r;
     }
     /* What AUTO chose, so that tl_loop_fork re-creates the same kind. */
-    loop->io_kind = std::strcmp(loop->io->name(), "epoll") == 0 ? TL_IO_EPOLL : TL_IO_URING;
+    loop->io_kind = loop->io->kind();
     *out = loop;
     return 0;
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Internal to loop/: the loop's private state and the small interface every
- * I/O backend (epoll.cc, and io_uring later) implements.
+ * I/O backend (epoll.cc, uring.cc) implements.
  */
 #ifndef TICKLOOP_LOOP_LOOP_INTERNAL_H
 #define TICKLOOP_LOOP_LOOP_INTERNAL_H
@@ -48,6 +48,8 @@ inline constexpr int io_tag_fd(uint64_t tag) noexcept {
 inline constexpr uint32_t io_tag_gen(uint64_t tag) noexcept {
     return (uint32_t)(tag >> 32);
 }
+/* A backend's own tag (timerfd, internal SQEs): generation 0 names no registration. */
+inline constexpr uint64_t kBackendTag = UINT64_MAX >> 32;
 
 /* The requests a completion backend makes for streams and listeners carry
  * their registration's tag with the request's kind in the top two bits
@@ -149,11 +151,12 @@ bool list_contains(const Node *head, const Node *node) noexcept {
     return false;
 }
 
-/* One entry of the loop's fd registry, loop->io_slots[fd] (loop/io.cc owns
- * it; libuv's loop->watchers[]). `watcher` is the active watcher of fd, or
- * null. `state` and `index` belong to the I/O backend (io_uring keeps its
- * armed/queued bits and its re-arm queue position there); the loop zeroes
- * them before add() and never reads them. */
+/* One entry of the loop's fd registry, loop->io_slots[fd] (libuv's
+ * loop->watchers[]). `watcher` is the active watcher of fd, or null; only
+ * loop/io.cc writes it (everything else reads it). `state` and `index` belong
+ * to the I/O backend (io_uring keeps its armed/queued bits and its re-arm
+ * queue position there); the loop zeroes them before add() and never reads
+ * them. */
 struct IoSlot {
     tl_io *watcher;
     uint32_t state;
@@ -188,6 +191,8 @@ class IoBackend : public MallocNew {
 public:
     virtual ~IoBackend() = default;
     virtual const char *name() const noexcept = 0;
+    /* TL_IO_EPOLL or TL_IO_URING: what tl_loop_fork creates again. */
+    virtual tl_io_kind kind() const noexcept = 0;
     virtual int add(int fd) noexcept = 0;
     virtual int modify(int fd, unsigned events) noexcept = 0;
     virtual void remove(int fd) noexcept = 0;
@@ -493,13 +498,19 @@ void streams_close(tl_loop *loop) noexcept;
 /* Runs the active hooks of one kind in start order (hook.cc). */
 void hooks_run(tl_loop *loop, tl_hook_kind kind) noexcept;
 /* tl_loop_fork's steps for the loop's own descriptors: each creates a new
-   kernel object, swaps it into the fd table (the new I/O backend then sees it
-   among the registrations) and closes the inherited one. */
+   kernel object, moves its internal watcher onto it (io_replace_fd; the new
+   I/O backend then sees it among the registrations) and closes the inherited
+   one. */
 int async_fork(tl_loop *loop) noexcept;
 int signal_fork(tl_loop *loop) noexcept;
-/* Registry slot for an open fd (grows the registry); used by the fork steps,
-   which swap their new descriptor into the slot of the old one. */
-int io_reserve_fd(tl_loop *loop, int fd) noexcept;
+/* Moves the registration of internal watcher w from its fd to new_fd, a
+   descriptor just created (so open, and not w->fd): the registry slot of
+   w->fd is cleared, new_fd's holds w with state and index 0, w->fd becomes
+   new_fd, and w keeps its generation. The I/O backend is not told: the fork
+   steps give the whole registry to a fresh backend afterwards
+   (io_readd_all). The caller closes the old descriptor. Returns 0, or a
+   negative errno (growing the registry failed) with nothing changed. */
+int io_replace_fd(tl_loop *loop, tl_io *w, int new_fd) noexcept;
 
 /* The loop's invariant walker (tests call it; libev's ev_verify): the fd
    table, the async, signal and hook lists against the handle counts and the

@@ -129,19 +129,16 @@ int signal_fork(tl_loop *loop) noexcept {
     if (loop->signal_fd < 0) return 0;
     /* epoll and io_uring polls on a signalfd are tied to the process that
        created it, and the child reads only its own signals anyway: a new
-       signalfd over the same mask, swapped into the watcher and fd table. */
+       signalfd over the same mask, with the watcher moved onto it. */
     int fd = signalfd(-1, &loop->signal_mask, SFD_NONBLOCK | SFD_CLOEXEC);
     if (fd < 0) return -errno;
-    int r = io_reserve_fd(loop, fd);
+    int r = io_replace_fd(loop, &loop->signal_watcher, fd);
     if (r < 0) {
         close(fd);
         return r;
     }
-    loop->io_slots[loop->signal_fd] = IoSlot{};
     close(loop->signal_fd);
     loop->signal_fd = fd;
-    loop->signal_watcher.fd = fd;
-    loop->io_slots[fd] = IoSlot{&loop->signal_watcher, 0, 0};
     return 0;
 }
 

@@ -19,7 +19,7 @@
  * completion never reaches the wrong watcher. The backend keeps no table of
  * its own: its per-fd bits (a poll in flight and the events it asked for; a
  * place in the re-arm queue) live in the registry's IoSlot. SQEs of our own
- * (poll removal, update) carry kInternalTag; their errors other than "the
+ * (poll removal, update) carry kBackendTag; their errors other than "the
  * poll already completed" are counted (io_internal_error), never dropped.
  *
  * What may be watched: exactly what epoll accepts, so both backends agree. A
@@ -95,10 +95,6 @@ struct ClockRegister {                  /* struct io_uring_clock_register */
     uint32_t resv[3];
 };
 
-/* user_data of our own SQEs (poll removal/update). Its generation is 0, so it
- * never names a registration. */
-constexpr uint64_t kInternalTag = UINT64_MAX >> 32;
-
 /* 256 SQEs cover a full batch of re-arms; the CQ is larger so that a burst
  * of completions rarely reaches the kernel's overflow list. */
 constexpr unsigned kSqEntries = 256;
@@ -123,6 +119,7 @@ public:
     }
 
     const char *name() const noexcept override { return "io_uring"; }
+    tl_io_kind kind() const noexcept override { return TL_IO_URING; }
 
     /* For a host loop (tl_loop_fd): an eventfd the kernel signals for every
        CQE it posts, and, with DEFER_TASKRUN, for completion work queued for
@@ -260,10 +257,10 @@ public:
     /* Inside a time namespace (CLONE_NEWTIME) CLOCK_MONOTONIC reads the
        host's plus the namespace's offset, which timerfds and clock_nanosleep
        take off an absolute time and IORING_ENTER_ABS_TIMER does not (Linux
-       6.18: a 40 ms wait in a namespace 1000 s ahead lasted 1000 s; found by
-       tests/loop_clocks.c). The offset is fixed for the namespace's life, so
-       one read of /proc/self/timens_offsets (absent before Linux 5.6: no
-       namespaces, offset 0) lets waits subtract it. */
+       6.18: a 40 ms wait in a namespace 1000 s ahead lasts 1000 s;
+       tests/loop_clocks.c covers it). The offset is fixed for the
+       namespace's life, so one read of /proc/self/timens_offsets (absent
+       before Linux 5.6: no namespaces, offset 0) lets waits subtract it. */
     static int64_t monotonic_offset_ns() noexcept {
         int fd = open("/proc/self/timens_offsets", O_RDONLY | O_CLOEXEC);
         if (fd < 0) return 0;
@@ -393,7 +390,7 @@ public:
             return;
         }
         io_uring_prep_cancel64(sqe, req_tag(slot_tag(fd), kind), 0);
-        io_uring_sqe_set_data64(sqe, kInternalTag);
+        io_uring_sqe_set_data64(sqe, kBackendTag);
     }
 
     const void *buffer(uint32_t bid) noexcept override { return bufs_ + (size_t)bid * buf_size_; }
@@ -557,7 +554,7 @@ private:
         uint64_t tag = io_tag(fd, slot.watcher->gen);
         io_uring_prep_poll_update(sqe, tag, tag, poll_bits(events),
                                   IORING_POLL_UPDATE_EVENTS | IORING_POLL_UPDATE_USER_DATA);
-        io_uring_sqe_set_data64(sqe, kInternalTag);
+        io_uring_sqe_set_data64(sqe, kBackendTag);
         slot.state = (slot.state & ~(0xffu << kArmedShift)) | events << kArmedShift;
         return 0;
     }
@@ -566,7 +563,7 @@ private:
         io_uring_sqe *sqe = get_sqe();
         if (!sqe) return -EBUSY;
         io_uring_prep_poll_remove(sqe, tag);
-        io_uring_sqe_set_data64(sqe, kInternalTag);
+        io_uring_sqe_set_data64(sqe, kBackendTag);
         return 0;
     }
 
@@ -633,8 +630,8 @@ private:
        when their fd is still ready. Post them to the CQ first, or the CQ
        (taken kMaxEvents at a time) fills with the re-armed polls of busy
        fds every iteration and the rest wait: 600 watchers given TL_WRITE at
-       once took over 10 iterations to all see it. Bounded: the CQ has room
-       for kCqEntries, and NODROP keeps any excess. */
+       once would take over 10 iterations to all see it. Bounded: the CQ has
+       room for kCqEntries, and NODROP keeps any excess. */
     void post_deferred() noexcept {
         for (unsigned round = 0; round < kCqEntries / 64; ++round) {
             if (!(IO_URING_READ_ONCE(*ring_.sq.kflags) & IORING_SQ_TASKRUN)) return;
@@ -658,7 +655,7 @@ private:
         for (unsigned i = 0; i < n; ++i) {
             uint64_t tag = io_uring_cqe_get_data64(cqes[i]);
             int res = cqes[i]->res;
-            if (tag == kInternalTag) {
+            if (tag == kBackendTag) {
                 /* A removal or update whose poll already completed (or is
                    completing) lost a harmless race; anything else is a bug
                    in what we asked. */

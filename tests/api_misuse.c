@@ -20,12 +20,7 @@
 #include <tickloop/tickloop.h>
 #include <tickloop/timer_backend.h>
 
-static tl_loop *new_loop(void) {
-    tl_loop *loop = NULL;
-    int r = tl_loop_new(&loop, NULL);
-    cr_assert(r == 0 && loop, "tl_loop_new: %d %s", r, tl_strerror(r));
-    return loop;
-}
+#include "loop_helpers.h"
 
 static void timer_cb(tl_loop *loop, tl_timer *t) {
     (void)loop;
@@ -356,9 +351,9 @@ Test(api, handle_sizes) {
     cr_assert(sizeof(tl_timer) <= 64, "sizeof(tl_timer) = %zu", sizeof(tl_timer));
 }
 
-/* tl_loop_new's -EINVAL and -ENOENT did not say which option or environment
- * variable was refused ("Invalid argument" for TICKLOOP_IO=bogus). The
- * thread's tl_loop_new_error() names it, with the value. */
+/* tl_loop_new's -EINVAL and -ENOENT alone do not say which option or
+ * environment variable was refused ("Invalid argument" for TICKLOOP_IO=bogus);
+ * the thread's tl_loop_new_error() names it, with the value. */
 static void expect_new_error(const tl_loop_options *opts, int err, const char *const *words) {
     tl_loop *loop = NULL;
     int r = tl_loop_new(&loop, opts);

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Issue 14's "done when": a program written against the public names for
- * hooks, references, embedding, fork and explicit init compiles against the
- * public header with -Wall -Wextra -Werror as C11 and as C++17 (meson builds
- * this file both ways) and behaves as documented. Plain main, no Criterion:
+ * A program written against the public names for hooks, references,
+ * embedding, fork and explicit init: it compiles against the public header
+ * with -Wall -Wextra -Werror as C11 and as C++17 (meson builds this file
+ * both ways) and behaves as documented. Plain main, no Criterion:
  * it is what a user would write. Exits 0 on success, 1 with a message.
  */
 #define _POSIX_C_SOURCE 200809L

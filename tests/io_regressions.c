@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Regressions of the I/O layer, one test per bug, each named after what
- * broke. Every one runs on both I/O backends (meson registers this suite once
- * per backend through TICKLOOP_IO); the bug is named in the comment above it.
+ * Edges of the I/O layer where an implementation goes wrong in ways the other
+ * suites do not reach, one test per failure mode, each named after the
+ * behaviour it checks; the comment above each says what goes wrong without
+ * it. Every one runs on both I/O backends (meson registers this suite once
+ * per backend through TICKLOOP_IO).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -25,32 +27,7 @@
 #include <tickloop/tickloop.h>
 #include <tickloop/timer_backend.h>
 
-#include "loop_helpers.h" /* MS, mono_ns, new_loop, free_loop, make_pair, on_failsafe */
-
-static tl_loop *new_loop_opts(tl_loop_options *opts) {
-    tl_loop *loop = NULL;
-    int r = tl_loop_new(&loop, opts);
-    cr_assert(r == 0 && loop, "tl_loop_new: %d %s", r, tl_strerror(r));
-    const char *want = getenv("TICKLOOP_IO");
-    if (want && *want && strcmp(want, "auto") != 0)
-        cr_assert(strcmp(tl_loop_io_name(loop), want) == 0, "TICKLOOP_IO=%s gave %s", want,
-                  tl_loop_io_name(loop));
-    return loop;
-}
-
-struct seen {
-    int calls;
-    unsigned revents; /* of the last call */
-    unsigned all;     /* or of every call */
-};
-
-static void on_seen(tl_loop *loop, tl_io *w, unsigned revents) {
-    (void)loop;
-    struct seen *s = w->data;
-    s->calls++;
-    s->revents = revents;
-    s->all |= revents;
-}
+#include "loop_helpers.h"
 
 /* Runs ONCE iterations until *done or 2 s have passed; returns 1 if done. */
 static int run_until(tl_loop *loop, const int *done) {
@@ -63,17 +40,17 @@ static int run_until(tl_loop *loop, const int *done) {
     return *done;
 }
 
-/* Bug 1 (io_uring): the poll update for a watcher whose poll was in flight
- * lacked IORING_POLL_UPDATE_USER_DATA; the kernel refused it (-EINVAL) on an
- * internal completion that reap() dropped, and the new events never took
- * effect: TL_WRITE added to an idle TL_READ watcher never came. */
+/* io_uring: the poll update for a watcher whose poll is in flight needs
+ * IORING_POLL_UPDATE_USER_DATA; without it the kernel refuses the update
+ * (-EINVAL) on an internal completion that reap() drops, and the new events
+ * never take effect: TL_WRITE added to an idle TL_READ watcher never comes. */
 Test(io_regressions, adding_write_to_an_armed_read_watcher_reports_write) {
     tl_loop *loop = new_loop();
     int fds[2];
     make_pair(fds);
-    struct seen s = {0};
+    struct io_seen s = {0};
     tl_io w;
-    tl_io_init(&w, fds[0], on_seen, &s);
+    tl_io_init(&w, fds[0], on_io_seen, &s);
     cr_assert(tl_io_start(loop, &w, TL_READ) == 0);
     /* Arms the poll (nothing to read: it stays in flight). */
     cr_assert(tl_loop_run(loop, TL_RUN_NOWAIT) == 1);
@@ -101,8 +78,9 @@ Test(io_regressions, adding_write_to_an_armed_read_watcher_reports_write) {
     free_loop(loop);
 }
 
-/* Bug 1, second half: a request queued behind the failed update slipped an
- * iteration. Many watchers changing events at once, none of them lost. */
+/* The same, at scale: a request queued behind a refused update would slip
+ * an iteration. Many watchers change events at once; none of the changes is
+ * lost. */
 Test(io_regressions, many_event_changes_in_one_iteration_all_take_effect) {
     enum { N = 600 }; /* more than the 256-entry submission queue */
     struct rlimit rl;
@@ -115,10 +93,10 @@ Test(io_regressions, many_event_changes_in_one_iteration_all_take_effect) {
     tl_loop *loop = new_loop();
     static int fds[N][2];
     static tl_io w[N];
-    static struct seen s[N];
+    static struct io_seen s[N];
     for (int i = 0; i < N; ++i) {
         make_pair(fds[i]);
-        tl_io_init(&w[i], fds[i][0], on_seen, &s[i]);
+        tl_io_init(&w[i], fds[i][0], on_io_seen, &s[i]);
         cr_assert(tl_io_start(loop, &w[i], TL_READ) == 0, "start %d", i);
     }
     cr_assert(tl_loop_run(loop, TL_RUN_NOWAIT) == 1);
@@ -144,10 +122,9 @@ Test(io_regressions, many_event_changes_in_one_iteration_all_take_effect) {
     free_loop(loop);
 }
 
-/* Bug 2 (io_uring): with DEFER_TASKRUN one wait delivered only the 20-40
- * completions the kernel posts per entry: 2,000 ready sockets took about 100
- * iterations instead of epoll's 8 (256 per wait). Each wait now fills its
- * batch. */
+/* io_uring: with DEFER_TASKRUN the kernel posts 20-40 completions per
+ * entry into a wait; each wait must fill its batch of 256, as epoll's does,
+ * or 2,000 ready sockets take about 100 iterations instead of 8. */
 static int drained;
 static void on_drain(tl_loop *loop, tl_io *w, unsigned revents) {
     (void)revents;
@@ -192,12 +169,12 @@ Test(io_regressions, ready_sockets_are_collected_a_full_batch_per_wait) {
     free_loop(loop);
 }
 
-/* Bug 3: SIGUSR1 watched by loops A and B of one thread; stopping A's watcher
- * unblocked the signal (the blocked-before state was kept per loop, the mask
- * is per thread), and raise() then killed the process. Two loops may no
- * longer watch one signal at once (they competed for each instance): B's
- * start is refused with -EEXIST and changes nothing of A's, and once A
- * stops, B may watch it, the mask following the one loop that does. */
+/* SIGUSR1 and loops A and B of one thread: the signal mask is per thread, so
+ * a blocked-before state kept per loop would let stopping A's watcher unblock
+ * the signal, and raise() kill the process. Two loops cannot watch one
+ * signal at once (they would compete for each instance): B's start is
+ * refused with -EEXIST and changes nothing of A's, and once A stops, B may
+ * watch it, the mask following the one loop that does. */
 static int usr1_calls;
 static void on_usr1(tl_loop *loop, tl_signal *s, int signo) {
     (void)loop;
@@ -249,9 +226,9 @@ Test(io_regressions, signal_is_watched_by_one_loop_at_a_time) {
     free_loop(b);
 }
 
-/* Bug 4 (epoll): an fd closed before tl_io_stop whose file stays open
- * elsewhere (a dup here) left a registration epoll cannot delete; its events
- * were filtered out forever and the loop spun (40-60k empty iterations per
+/* epoll: an fd closed before tl_io_stop whose file stays open elsewhere (a
+ * dup here) leaves a registration epoll cannot delete; its events must not
+ * keep waking the loop, which would spin (40-60k empty iterations per
  * 100 ms). */
 static void on_tick(tl_loop *loop, tl_timer *t) {
     (void)loop;
@@ -272,18 +249,18 @@ Test(io_regressions, fd_closed_before_stop_with_its_file_open_elsewhere_does_not
     int keep = dup(fds[0]); /* the file outlives the watched fd */
     cr_assert(keep >= 0);
     cr_assert(write(fds[1], "x", 1) == 1); /* readable from now on */
-    struct seen s = {0};
+    struct io_seen s = {0};
     tl_io w;
 
     /* The same fd number on the same file again (dup2) before the loop ran:
        epoll still holds the old registration of that pair, and a new
        watcher must take it over. */
-    tl_io_init(&w, fds[0], on_seen, &s);
+    tl_io_init(&w, fds[0], on_io_seen, &s);
     cr_assert(tl_io_start(loop, &w, TL_READ) == 0);
     close(fds[0]);
     cr_assert(tl_io_stop(loop, &w) == 0);
     cr_assert(dup2(keep, fds[0]) == fds[0]);
-    tl_io_init(&w, fds[0], on_seen, &s);
+    tl_io_init(&w, fds[0], on_io_seen, &s);
     int r = tl_io_start(loop, &w, TL_READ);
     cr_assert(r == 0, "start on the same fd and file again: %s", tl_strerror(r));
     cr_assert(run_until(loop, &s.calls));
@@ -323,8 +300,8 @@ Test(io_regressions, fd_closed_before_stop_with_its_file_open_elsewhere_does_not
     int other[2];
     make_pair(other);
     tl_io w2;
-    struct seen s2 = {0};
-    tl_io_init(&w2, other[0], on_seen, &s2);
+    struct io_seen s2 = {0};
+    tl_io_init(&w2, other[0], on_io_seen, &s2);
     cr_assert(tl_io_start(loop, &w2, TL_READ) == 0);
     cr_assert(write(other[1], "x", 1) == 1);
     cr_assert(run_until(loop, &s2.calls));
@@ -336,9 +313,9 @@ Test(io_regressions, fd_closed_before_stop_with_its_file_open_elsewhere_does_not
     free_loop(loop);
 }
 
-/* Bug 5: tl_io_start sized the fd table from the fd number before checking
- * it: fd 2^24 (not open) returned -EBADF but left the process 256 MiB bigger,
- * fd INT_MAX asked for 16 GiB. */
+/* tl_io_start checks the fd before sizing the fd table from its number:
+ * otherwise fd 2^24 (not open) returns -EBADF but leaves the process 256 MiB
+ * bigger, and fd INT_MAX asks for 16 GiB. */
 static long rss_kb(void) {
     FILE *f = fopen("/proc/self/status", "r");
     cr_assert(f);
@@ -372,10 +349,10 @@ Test(io_regressions, huge_unopened_fd_is_ebadf_without_growing_the_process) {
     free_loop(loop);
 }
 
-/* Bug 6: the backends disagreed on what may be watched: /dev/null, /dev/zero
- * and /dev/urandom were -EPERM on epoll but accepted on io_uring (then ready
- * every iteration, a busy loop); procfs and sysfs files the other way round.
- * The rule is now the kernel's on both: what it can poll. */
+/* What may be watched is the kernel's rule on both backends: what it can
+ * poll. epoll refuses /dev/null, /dev/zero and /dev/urandom (-EPERM), which
+ * io_uring would accept and then report ready every iteration, a busy loop;
+ * procfs and sysfs files the other way round. */
 static int open_or_skip(const char *path) {
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     return fd;
@@ -402,9 +379,9 @@ Test(io_regressions, files_without_poll_support_are_eperm_and_procfs_sysfs_are_a
         int fd = open_or_skip(accepted[i]);
         if (fd < 0) continue;
         ++tried;
-        struct seen s = {0};
+        struct io_seen s = {0};
         tl_io w;
-        tl_io_init(&w, fd, on_seen, &s);
+        tl_io_init(&w, fd, on_io_seen, &s);
         int r = tl_io_start(loop, &w, TL_READ);
         cr_assert(r == 0, "%s: %d %s", accepted[i], r, tl_strerror(r));
         cr_assert(tl_io_stop(loop, &w) == 0);
@@ -417,16 +394,16 @@ Test(io_regressions, files_without_poll_support_are_eperm_and_procfs_sysfs_are_a
     free_loop(loop);
 }
 
-/* Bug 7 (io_uring): a peer's half-close (shutdown(SHUT_WR)) was reported as
- * TL_READ|TL_HUP (the kernel adds POLLRDHUP to every poll, mapped to TL_HUP);
- * epoll said TL_READ. A server closing on TL_HUP lost nc -N's reply. */
+/* A peer's half-close (shutdown(SHUT_WR)) is TL_READ on both backends, not
+ * TL_READ|TL_HUP (io_uring's kernel side adds POLLRDHUP to every poll, which
+ * maps to TL_HUP): a server closing on TL_HUP would lose nc -N's reply. */
 Test(io_regressions, peer_half_close_is_read_not_hangup) {
     tl_loop *loop = new_loop();
     int fds[2];
     make_pair(fds);
-    struct seen s = {0};
+    struct io_seen s = {0};
     tl_io w;
-    tl_io_init(&w, fds[0], on_seen, &s);
+    tl_io_init(&w, fds[0], on_io_seen, &s);
     cr_assert(tl_io_start(loop, &w, TL_READ | TL_WRITE) == 0);
     cr_assert(shutdown(fds[1], SHUT_WR) == 0);
     cr_assert(run_until(loop, &s.calls));
@@ -445,9 +422,9 @@ Test(io_regressions, peer_half_close_is_read_not_hangup) {
     free_loop(loop);
 }
 
-/* Bug 8: timer_slack_ns was not validated (UINT64_MAX made a 10 ms wait last
- * seconds), cost one prctl per tl_loop_run, and stayed on the thread after
- * the loop was freed. */
+/* timer_slack_ns is validated (UINT64_MAX would make a 10 ms wait last
+ * seconds), set with one prctl rather than one per tl_loop_run, and taken
+ * off the thread when the loop is freed. */
 Test(io_regressions, timer_slack_out_of_range_is_einval) {
     tl_loop_options opts;
     tl_loop_options_init(&opts);
@@ -490,8 +467,8 @@ Test(io_regressions, timer_slack_is_set_once_and_restored_when_the_loop_is_freed
               prctl(PR_GET_TIMERSLACK));
 }
 
-/* A full submission queue (-EBUSY from io_uring's add) escaped tl_io_start.
- * Starting far more watchers than the queue holds, without running the loop,
+/* A full submission queue (-EBUSY from io_uring's add) must not escape
+ * tl_io_start. Starting far more watchers than the queue holds, without running the loop,
  * must succeed for each, and every one must then report. */
 Test(io_regressions, starting_more_watchers_than_the_submission_queue_holds_never_ebusy) {
     enum { N = 1500 };
@@ -524,7 +501,8 @@ Test(io_regressions, starting_more_watchers_than_the_submission_queue_holds_neve
 }
 
 /* tl_async_send racing tl_async_stop (not allowed, but common at shutdown)
- * read a->loop twice and crashed on the NULL the stop left in between. */
+ * reads a->loop once: read twice, it could crash on the NULL the stop leaves
+ * in between. */
 static void on_async(tl_loop *loop, tl_async *a) {
     (void)loop;
     (void)a;
@@ -556,8 +534,8 @@ Test(io_regressions, async_send_racing_stop_does_not_crash) {
     free_loop(loop);
 }
 
-/* tl_loop_run(TL_RUN_NOWAIT) with nothing active left tl_now() stale, while
- * ONCE and DEFAULT refreshed it. */
+/* tl_loop_run refreshes tl_now() in every mode, TL_RUN_NOWAIT with nothing
+ * active included, as ONCE and DEFAULT do. */
 Test(io_regressions, nowait_run_without_handles_refreshes_now) {
     tl_loop *loop = new_loop();
     static const tl_run_mode modes[] = {TL_RUN_NOWAIT, TL_RUN_ONCE, TL_RUN_DEFAULT};
@@ -571,9 +549,9 @@ Test(io_regressions, nowait_run_without_handles_refreshes_now) {
     free_loop(loop);
 }
 
-/* A repeating timer whose re-arm failed (a custom backend's insert) was
- * dropped silently. It is now counted. The backend: a one-slot list whose
- * insert fails once armed to. */
+/* A repeating timer whose re-arm fails (a custom backend's insert) is
+ * counted, not dropped silently. The backend: a one-slot list whose insert
+ * fails once armed to. */
 static tl_timer *one_slot;
 static int fail_inserts;
 static void *one_create(const tl_timer_config *cfg, uint64_t now) {
@@ -675,13 +653,13 @@ static void on_ready_count(tl_loop *loop, tl_io *w, unsigned revents) {
     if (revents & TL_READ) ready_calls++;
 }
 
-/* io_uring reported readiness several iterations late after many event
- * changes in one iteration: 600 watchers changed READ -> READ|WRITE -> READ
- * (or stopped and started again), then 300 of them made readable; epoll
- * reported a full batch in the first NOWAIT iteration, io_uring none in the
- * first three (the changes' own completions took the iteration's batch). With
- * 200 made readable (less than a batch), both must report all 200 in the
- * first NOWAIT iteration. */
+/* Readiness after many event changes in one iteration comes at once: 600
+ * watchers change READ -> READ|WRITE -> READ (or stop and start again), then
+ * some are made readable. io_uring's changes complete too, and if their
+ * completions took the iteration's batch the readiness would come several
+ * iterations late (epoll reports a full batch in the first NOWAIT
+ * iteration). With 200 made readable (less than a batch), both must report
+ * all 200 in the first NOWAIT iteration. */
 static void readiness_after_changes(int restart) {
     enum { N = 600, READY = 200 };
     static int p[N][2];
@@ -727,12 +705,11 @@ Test(io_regressions, readiness_after_stop_and_start_is_reported_in_the_first_ite
     readiness_after_changes(1);
 }
 
-/* io_uring reported stale readiness: 600 readable pipes under TL_READ
- * watchers that do not read, a few iterations, then every pipe drained from
- * outside the loop: epoll ran no callback, io_uring 256 and then 88 more, all
- * TL_READ for empty pipes (completions beyond one iteration's batch were kept
- * and delivered later without the fd being ready any more). Level-triggered
- * means no callback for a drained pipe, on every backend. */
+/* No stale readiness: 600 readable pipes under TL_READ watchers that do not
+ * read, a few iterations, then every pipe drained from outside the loop.
+ * Level-triggered means no callback for a drained pipe, on every backend;
+ * completions beyond one iteration's batch, kept and delivered later, would
+ * be TL_READ for pipes no longer ready. */
 static void stale_readiness(int n) {
     static int p[2000][2];
     static tl_io w[2000];

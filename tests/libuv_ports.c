@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend_params.h"
 #include "loop_helpers.h"
 
 static void on_io_never(tl_loop *loop, tl_io *w, unsigned revents) {
@@ -218,7 +219,7 @@ Test(libuv_loop, stop_before_run) {
 }
 
 /* loop_update_time: NOWAIT runs of a loop with nothing active still move
- * tl_now() (before issue 10 they did not, and this loop never ended). */
+ * tl_now(), or this loop would never end. */
 Test(libuv_loop, nowait_runs_advance_now) {
     tl_loop *loop = new_loop();
     uint64_t start = tl_now(loop);
@@ -354,9 +355,6 @@ Test(libuv_timer, null_callback_is_einval) {
     free_loop(loop);
 }
 
-/* The built-in timer backends, for the scenarios run on each. */
-static const char *const kTimerBackends[] = {"heap2", "heap4", "wheel", "hwheel"};
-
 /* timer_start_twice: a second start replaces the first (a day away): the
  * timer fires once, at the second start's deadline, and the run ends. */
 static int twice_calls;
@@ -366,20 +364,18 @@ static void on_twice(tl_loop *loop, tl_timer *t) {
     twice_calls++;
 }
 
-Test(libuv_timer, start_twice) {
-    for (size_t i = 0; i < sizeof kTimerBackends / sizeof *kTimerBackends; ++i) {
-        tl_loop *loop = new_loop_with(kTimerBackends[i]);
-        tl_timer t;
-        twice_calls = 0;
-        tl_timer_init(&t, on_twice, NULL);
-        uint64_t begin = tl_now(loop); /* what the timeouts count from */
-        cr_assert(tl_timer_start(loop, &t, 86400000 * MS, 0) == 0);
-        cr_assert(tl_timer_start(loop, &t, 10 * MS, 0) == 0);
-        cr_assert(tl_loop_run(loop, TL_RUN_DEFAULT) == 0);
-        cr_assert(twice_calls == 1, "%s: %d calls", kTimerBackends[i], twice_calls);
-        cr_assert(mono_ns() - begin >= 10 * MS, "%s: the run ended early", kTimerBackends[i]);
-        free_loop(loop);
-    }
+BACKEND_TEST(libuv_timer, start_twice) {
+    tl_loop *loop = new_loop_with(p->name);
+    tl_timer t;
+    twice_calls = 0;
+    tl_timer_init(&t, on_twice, NULL);
+    uint64_t begin = tl_now(loop); /* what the timeouts count from */
+    cr_assert(tl_timer_start(loop, &t, 86400000 * MS, 0) == 0);
+    cr_assert(tl_timer_start(loop, &t, 10 * MS, 0) == 0);
+    cr_assert(tl_loop_run(loop, TL_RUN_DEFAULT) == 0);
+    cr_assert(twice_calls == 1, "%s: %d calls", p->name, twice_calls);
+    cr_assert(mono_ns() - begin >= 10 * MS, "%s: the run ended early", p->name);
+    free_loop(loop);
 }
 
 /* timer_early_check: in the callback, the clock itself (not the loop's
@@ -396,19 +392,17 @@ static void on_early_check(tl_loop *loop, tl_timer *t) {
     early_calls++;
 }
 
-Test(libuv_timer, early_check) {
-    for (size_t i = 0; i < sizeof kTimerBackends / sizeof *kTimerBackends; ++i) {
-        tl_loop *loop = new_loop_with(kTimerBackends[i]);
-        tl_timer t;
-        tl_timer_init(&t, on_early_check, NULL);
-        early_calls = 0;
-        /* An unaligned timeout: the wheels' partial tick is in play. */
-        early_expected = tl_now(loop) + 10 * MS + 123457;
-        cr_assert(tl_timer_start(loop, &t, 10 * MS + 123457, 0) == 0);
-        cr_assert(tl_loop_run(loop, TL_RUN_DEFAULT) == 0);
-        cr_assert(early_calls == 1, "%s: %d calls", kTimerBackends[i], early_calls);
-        free_loop(loop);
-    }
+BACKEND_TEST(libuv_timer, early_check) {
+    tl_loop *loop = new_loop_with(p->name);
+    tl_timer t;
+    tl_timer_init(&t, on_early_check, NULL);
+    early_calls = 0;
+    /* An unaligned timeout: the wheels' partial tick is in play. */
+    early_expected = tl_now(loop) + 10 * MS + 123457;
+    cr_assert(tl_timer_start(loop, &t, 10 * MS + 123457, 0) == 0);
+    cr_assert(tl_loop_run(loop, TL_RUN_DEFAULT) == 0);
+    cr_assert(early_calls == 1, "%s: %d calls", p->name, early_calls);
+    free_loop(loop);
 }
 
 /* timer_no_double_call_once, timer_no_double_call_nowait: a repeating

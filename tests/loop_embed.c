@@ -7,6 +7,7 @@
  * lists. Includes a port of libuv's test-embed.c. Run once per I/O backend
  * (TICKLOOP_IO) and, where timers matter, once per timer backend.
  */
+#define _GNU_SOURCE
 #define _DEFAULT_SOURCE /* usleep */
 #include <criterion/criterion.h>
 #include <limits.h>

@@ -12,6 +12,7 @@
  * and _exits non-zero, and an alarm kills it if it hangs. The parent asserts
  * on its exit status.
  */
+#define _GNU_SOURCE
 #define _DEFAULT_SOURCE /* usleep */
 #include <criterion/criterion.h>
 #include <pthread.h>

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Helpers for the loop suites of issue 14 (hooks, references, embedding,
- * fork): one place for "a loop on the I/O backend TICKLOOP_IO names, with
- * this timer backend", a socketpair, and a failsafe timer, instead of a copy
- * per file (liburing's test/helpers.h).
+ * Helpers for the Criterion suites that run loops: "a loop on the I/O
+ * backend TICKLOOP_IO names, with these options", freeing it with its
+ * invariants checked, running it to an end or to a condition, a socketpair,
+ * a failsafe timer and a recorder of I/O callbacks, in one place instead of
+ * a copy per file (liburing's test/helpers.h). What needs no Criterion is in
+ * loop_setup.h, which this includes.
  */
 #ifndef TICKLOOP_TESTS_LOOP_HELPERS_H
 #define TICKLOOP_TESTS_LOOP_HELPERS_H
@@ -13,31 +15,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
 
 #include <tickloop/tickloop.h>
 
-#define MS 1000000ull
+#include "loop_setup.h"
 
-static inline uint64_t mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* A loop with timer backend `timers` (NULL: default) on the I/O backend that
- * TICKLOOP_IO names (meson registers each suite once per backend); fails the
- * test if the loop got another backend than the one asked for. */
-static inline tl_loop *new_loop_with(const char *timers) {
-    tl_loop_options opts;
-    tl_loop_options_init(&opts);
-    opts.timers = timers;
+/* A loop made with opts (NULL: the defaults) on the I/O backend that
+ * TICKLOOP_IO names (meson registers each suite once per backend); fails
+ * the test if the loop got another I/O backend, or another timer backend
+ * than opts->timers, than the one asked for. */
+static inline tl_loop *new_loop_opts(const tl_loop_options *opts) {
+    const char *timers = opts ? opts->timers : NULL;
     tl_loop *loop = NULL;
-    int r = tl_loop_new(&loop, &opts);
+    int r = tl_loop_new(&loop, opts);
     const char *want = getenv("TICKLOOP_IO");
     /* A kernel without io_uring (or one that refuses it: seccomp,
        kernel.io_uring_disabled) is a reason to skip, not a failure. */
@@ -48,7 +41,18 @@ static inline tl_loop *new_loop_with(const char *timers) {
     if (want && *want && strcmp(want, "auto") != 0)
         cr_assert(strcmp(tl_loop_io_name(loop), want) == 0, "TICKLOOP_IO=%s gave %s", want,
                   tl_loop_io_name(loop));
+    if (timers)
+        cr_assert(strcmp(tl_loop_timers_name(loop), timers) == 0, "loop uses %s, asked for %s",
+                  tl_loop_timers_name(loop), timers);
     return loop;
+}
+
+/* A loop with timer backend `timers` (NULL: the default). */
+static inline tl_loop *new_loop_with(const char *timers) {
+    tl_loop_options opts;
+    tl_loop_options_init(&opts);
+    opts.timers = timers;
+    return new_loop_opts(&opts);
 }
 
 static inline tl_loop *new_loop(void) {
@@ -72,9 +76,15 @@ static inline void free_loop(tl_loop *loop) {
     cr_assert(r == 0, "tl_loop_free: %d %s", r, tl_strerror(r));
 }
 
+/* Runs until no handle is left; fails instead of hanging. */
+static inline void run_to_end(tl_loop *loop) {
+    int r = tl_loop_run(loop, TL_RUN_DEFAULT);
+    cr_assert(r == 0, "tl_loop_run(DEFAULT) returned %d (%s)", r, tl_strerror(r));
+}
+
 static inline void make_pair(int fds[2]) {
-    cr_assert(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) == 0,
-              "socketpair: %s", strerror(errno));
+    int r = socket_pair(fds);
+    cr_assert(r == 0, "socketpair: %s", strerror(-r));
 }
 
 static inline void put(int fd) {
@@ -96,15 +106,20 @@ static inline void start_failsafe(tl_loop *loop, tl_timer *t, int *fired, uint64
     cr_assert_eq(tl_timer_set_ref(loop, t, 0), 0);
 }
 
-/* A check for the child of a fork, where Criterion must not be used: prints
- * the failed condition and exits with status 2, which the parent asserts
- * against. */
-#define CHILD_CHECK(cond)                                                                          \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "child: %s:%d: %s\n", __FILE__, __LINE__, #cond);                      \
-            _exit(2);                                                                              \
-        }                                                                                          \
-    } while (0)
+/* What an I/O watcher saw: on_io_seen records each call into the struct
+ * io_seen its data points to. */
+struct io_seen {
+    int calls;
+    unsigned revents; /* of the last call */
+    unsigned all;     /* or of every call */
+};
+
+static inline void on_io_seen(tl_loop *loop, tl_io *w, unsigned revents) {
+    (void)loop;
+    struct io_seen *s = (struct io_seen *)w->data;
+    s->calls++;
+    s->revents = revents;
+    s->all |= revents;
+}
 
 #endif /* TICKLOOP_TESTS_LOOP_HELPERS_H */

@@ -6,6 +6,7 @@
  * (rewritten for this API). Run once per I/O backend (TICKLOOP_IO); the tests
  * where timers matter run once per registered timer backend too.
  */
+#define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <stdlib.h>
 

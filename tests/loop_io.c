@@ -16,75 +16,19 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <criterion/criterion.h>
-
-#include <tickloop/tickloop.h>
-
-#define MS 1000000ull
-
-static uint64_t mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static tl_loop *new_loop(void) {
-    tl_loop *loop = NULL;
-    int r = tl_loop_new(&loop, NULL);
-    cr_assert(r == 0 && loop, "tl_loop_new: %d %s", r, tl_strerror(r));
-    const char *want = getenv("TICKLOOP_IO");
-    if (want && *want && strcmp(want, "auto") != 0)
-        cr_assert(strcmp(tl_loop_io_name(loop), want) == 0, "TICKLOOP_IO=%s gave %s", want,
-                  tl_loop_io_name(loop));
-    return loop;
-}
-
-static void free_loop(tl_loop *loop) {
-    int r = tl_loop_free(loop);
-    cr_assert(r == 0, "tl_loop_free: %d %s", r, tl_strerror(r));
-}
-
-static void make_pair(int fds[2]) {
-    cr_assert(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) == 0,
-              "socketpair: %s", strerror(errno));
-}
-
-static void put(int fd) {
-    cr_assert(write(fd, "x", 1) == 1, "write: %s", strerror(errno));
-}
-
-/* A failsafe: a timer that stops the loop if a test waits too long for an
- * event, so a missing event fails the test instead of hanging it. */
-static void on_failsafe(tl_loop *loop, tl_timer *t) {
-    *(int *)t->data = 1;
-    tl_loop_stop(loop);
-}
+#include "loop_helpers.h"
 
 /* ------------------------------------------------------------------------ */
 /* Readiness                                                                */
 /* ------------------------------------------------------------------------ */
 
-struct seen {
-    int calls;
-    unsigned revents; /* of the last call */
-    unsigned all;     /* or of every call */
-};
-
-static void on_seen(tl_loop *loop, tl_io *w, unsigned revents) {
-    (void)loop;
-    struct seen *s = w->data;
-    s->calls++;
-    s->revents = revents;
-    s->all |= revents;
-}
-
 Test(io, read_readiness_is_level_triggered) {
     tl_loop *loop = new_loop();
     int fds[2];
     make_pair(fds);
-    struct seen s = {0};
+    struct io_seen s = {0};
     tl_io w;
-    tl_io_init(&w, fds[0], on_seen, &s);
+    tl_io_init(&w, fds[0], on_io_seen, &s);
     cr_assert(w.fd == fds[0]);
     cr_assert(tl_io_start(loop, &w, TL_READ) == 0);
     cr_assert(w.events == TL_READ);
@@ -122,9 +66,9 @@ Test(io, once_blocks_until_readable) {
     tl_loop *loop = new_loop();
     int fds[2];
     make_pair(fds);
-    struct seen s = {0};
+    struct io_seen s = {0};
     tl_io w;
-    tl_io_init(&w, fds[0], on_seen, &s);
+    tl_io_init(&w, fds[0], on_io_seen, &s);
     cr_assert(tl_io_start(loop, &w, TL_READ) == 0);
     int timed_out = 0;
     tl_timer failsafe;
@@ -151,9 +95,9 @@ Test(io, write_readiness_and_changing_events) {
     tl_loop *loop = new_loop();
     int fds[2];
     make_pair(fds);
-    struct seen s = {0};
+    struct io_seen s = {0};
     tl_io w;
-    tl_io_init(&w, fds[0], on_seen, &s);
+    tl_io_init(&w, fds[0], on_io_seen, &s);
     cr_assert(tl_io_start(loop, &w, TL_WRITE) == 0);
     cr_assert(tl_loop_run(loop, TL_RUN_NOWAIT) == 1);
     cr_assert(s.calls == 1 && s.revents == TL_WRITE, "%d calls, revents %#x", s.calls, s.revents);
@@ -189,9 +133,9 @@ Test(io, hangup_after_peer_closes) {
     tl_loop *loop = new_loop();
     int fds[2];
     make_pair(fds);
-    struct seen s = {0};
+    struct io_seen s = {0};
     tl_io w;
-    tl_io_init(&w, fds[0], on_seen, &s);
+    tl_io_init(&w, fds[0], on_io_seen, &s);
     cr_assert(tl_io_start(loop, &w, TL_READ) == 0);
     close(fds[1]);
     cr_assert(tl_loop_run(loop, TL_RUN_ONCE) == 1);
@@ -207,9 +151,9 @@ Test(io, hangup_after_peer_closes) {
        fill the socket so it is not writable, then close the peer. */
     while (write(fds2[0], "xxxxxxxxxxxxxxxx", 16) > 0) {
     }
-    struct seen s2 = {0};
+    struct io_seen s2 = {0};
     tl_io w2;
-    tl_io_init(&w2, fds2[0], on_seen, &s2);
+    tl_io_init(&w2, fds2[0], on_io_seen, &s2);
     cr_assert(tl_io_start(loop, &w2, TL_WRITE) == 0);
     cr_assert(tl_loop_run(loop, TL_RUN_NOWAIT) == 1);
     cr_assert(s2.calls == 0, "full socket reported %#x", s2.revents);
@@ -226,10 +170,10 @@ Test(io, second_watcher_on_same_fd_is_eexist) {
     tl_loop *loop = new_loop();
     int fds[2];
     make_pair(fds);
-    struct seen s = {0};
+    struct io_seen s = {0};
     tl_io a, b;
-    tl_io_init(&a, fds[0], on_seen, &s);
-    tl_io_init(&b, fds[0], on_seen, &s);
+    tl_io_init(&a, fds[0], on_io_seen, &s);
+    tl_io_init(&b, fds[0], on_io_seen, &s);
     cr_assert(tl_io_start(loop, &a, TL_READ) == 0);
     cr_assert(tl_io_start(loop, &b, TL_WRITE) == -EEXIST);
     cr_assert(tl_io_stop(loop, &b) == 0, "stop of the refused (inactive) watcher");
@@ -257,7 +201,7 @@ struct rivals {
     int calls[2];
     int free_and_reuse;
     tl_io *replacement;
-    struct seen replacement_seen;
+    struct io_seen replacement_seen;
     int reused_fd;
 };
 
@@ -283,7 +227,7 @@ static void on_rival(tl_loop *loop, tl_io *w, unsigned revents) {
     r->reused_fd = r->fds[!me][fresh] == old_fd;
     r->replacement = malloc(sizeof *r->replacement);
     cr_assert(r->replacement);
-    tl_io_init(r->replacement, r->fds[!me][fresh], on_seen, &r->replacement_seen);
+    tl_io_init(r->replacement, r->fds[!me][fresh], on_io_seen, &r->replacement_seen);
     cr_assert(tl_io_start(loop, r->replacement, TL_READ) == 0);
 }
 
@@ -331,9 +275,9 @@ Test(io, stopped_and_freed_by_earlier_callback_is_not_called) {
 
 Test(io, bad_descriptors) {
     tl_loop *loop = new_loop();
-    struct seen s = {0};
+    struct io_seen s = {0};
     tl_io w;
-    tl_io_init(&w, -1, on_seen, &s);
+    tl_io_init(&w, -1, on_io_seen, &s);
     int r = tl_io_start(loop, &w, TL_READ);
     cr_assert(r < 0, "fd -1: %d", r);
     cr_assert(r == -EBADF, "fd -1: %d (%s), tickloop.h says -EBADF", r, tl_strerror(r));
@@ -341,14 +285,14 @@ Test(io, bad_descriptors) {
     int fds[2];
     make_pair(fds);
     close(fds[1]);
-    tl_io_init(&w, fds[1], on_seen, &s);
+    tl_io_init(&w, fds[1], on_io_seen, &s);
     cr_assert(tl_io_start(loop, &w, TL_READ) == -EBADF);
     /* A regular file cannot be polled. */
     char path[] = "/tmp/tickloop-test-XXXXXX";
     int file = mkstemp(path);
     cr_assert(file >= 0);
     unlink(path);
-    tl_io_init(&w, file, on_seen, &s);
+    tl_io_init(&w, file, on_io_seen, &s);
     r = tl_io_start(loop, &w, TL_READ);
     if (r == 0) tl_io_stop(loop, &w); /* so that a failure is reported alone */
     close(file);
@@ -364,11 +308,11 @@ Test(io, high_descriptor_numbers) {
     make_pair(fds);
     /* The loop's fd table grows to reach them. */
     const int high[] = {1000, 5000, 300};
-    struct seen s[3] = {{0}};
+    struct io_seen s[3] = {{0}};
     tl_io w[3];
     for (int i = 0; i < 3; ++i) {
         cr_assert(dup2(fds[0], high[i]) == high[i], "dup2: %s", strerror(errno));
-        tl_io_init(&w[i], high[i], on_seen, &s[i]);
+        tl_io_init(&w[i], high[i], on_io_seen, &s[i]);
         cr_assert(tl_io_start(loop, &w[i], TL_READ) == 0);
     }
     put(fds[1]);

@@ -7,6 +7,7 @@
  * this API. Run once per I/O backend (TICKLOOP_IO); the timer ones once per
  * registered timer backend too.
  */
+#define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -294,8 +295,9 @@ static void log_async(tl_loop *loop, tl_async *a) {
     g_order->log[g_order->n++] = *(const char *)a->data;
 }
 
-/* Regression: asyncs ran newest first, so a "quit" async started after a
- * "work" async ran before it and the work items sent with it were lost. */
+/* Pending asyncs run in start order: newest first, a "quit" async started
+ * after a "work" async would run before it, and the work items sent with it
+ * would be lost. */
 Test(async, pending_asyncs_run_in_start_order) {
     struct order o = {{0}, 0};
     g_order = &o;

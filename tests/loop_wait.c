@@ -28,37 +28,10 @@
 #include <tickloop/tickloop.h>
 
 #include "backend_params.h"
+#include "loop_helpers.h"
 
-#define MS 1000000ull
 /* Generous bound on lateness: anything beyond this is a hang, not jitter. */
 #define MAX_LATE (500 * MS)
-
-static uint64_t mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static tl_loop *new_loop(const char *timers) {
-    tl_loop_options opts;
-    tl_loop_options_init(&opts);
-    opts.timers = timers;
-    tl_loop *loop = NULL;
-    int r = tl_loop_new(&loop, &opts);
-    cr_assert(r == 0 && loop, "tl_loop_new(timers %s): %d %s", timers ? timers : "NULL", r,
-              tl_strerror(r));
-    return loop;
-}
-
-static void free_loop(tl_loop *loop) {
-    int r = tl_loop_free(loop);
-    cr_assert(r == 0, "tl_loop_free: %d %s", r, tl_strerror(r));
-}
-
-static void run_to_end(tl_loop *loop) {
-    int r = tl_loop_run(loop, TL_RUN_DEFAULT);
-    cr_assert(r == 0, "tl_loop_run(DEFAULT) returned %d (%s)", r, tl_strerror(r));
-}
 
 /* ------------------------------------------------------------------------ */
 /* Lateness, as each callback sees it                                       */
@@ -130,7 +103,7 @@ Test(lateness, rejects_null_and_keeps_the_histogram) {
     tl_lateness l;
     cr_assert(tl_loop_lateness(NULL, &l, 0) == -EINVAL);
     cr_assert(tl_loop_lateness(NULL, &l, 1) == -EINVAL);
-    tl_loop *loop = new_loop(NULL);
+    tl_loop *loop = new_loop_with(NULL);
     static struct seen s = {.backend = "default"};
     tl_timer t;
     tl_timer_init(&t, on_one_shot, &s);
@@ -142,7 +115,7 @@ Test(lateness, rejects_null_and_keeps_the_histogram) {
 }
 
 Test(lateness, zero_before_any_timer) {
-    tl_loop *loop = new_loop(NULL);
+    tl_loop *loop = new_loop_with(NULL);
     tl_lateness l;
     memset(&l, 0xff, sizeof l);
     cr_assert(tl_loop_lateness(loop, &l, 0) == 0);
@@ -152,7 +125,7 @@ Test(lateness, zero_before_any_timer) {
 }
 
 BACKEND_TEST(lateness, percentiles_match_what_callbacks_saw) {
-    tl_loop *loop = new_loop(p->name);
+    tl_loop *loop = new_loop_with(p->name);
     static struct seen s;
     memset(&s, 0, sizeof s);
     s.backend = p->name;
@@ -179,7 +152,7 @@ BACKEND_TEST(lateness, percentiles_match_what_callbacks_saw) {
 }
 
 BACKEND_TEST(lateness, equal_deadlines_are_one_timer_wakeup) {
-    tl_loop *loop = new_loop(p->name);
+    tl_loop *loop = new_loop_with(p->name);
     static struct seen s;
     memset(&s, 0, sizeof s);
     s.backend = p->name;
@@ -217,7 +190,7 @@ static void on_repeat(tl_loop *loop, tl_timer *t) {
 }
 
 BACKEND_TEST(lateness, repeating_timer_measured_against_the_deadline_it_fired_for) {
-    tl_loop *loop = new_loop(p->name);
+    tl_loop *loop = new_loop_with(p->name);
     static struct repeating r;
     memset(&r, 0, sizeof r);
     r.seen.backend = p->name;
@@ -233,7 +206,7 @@ BACKEND_TEST(lateness, repeating_timer_measured_against_the_deadline_it_fired_fo
 }
 
 BACKEND_TEST(lateness, reset_starts_a_new_histogram) {
-    tl_loop *loop = new_loop(p->name);
+    tl_loop *loop = new_loop_with(p->name);
     static struct seen s;
     memset(&s, 0, sizeof s);
     s.backend = p->name;
@@ -269,7 +242,7 @@ static void on_count(tl_loop *loop, tl_timer *t) {
 }
 
 BACKEND_TEST(wait, lone_timer_is_one_wait) {
-    tl_loop *loop = new_loop(p->name);
+    tl_loop *loop = new_loop_with(p->name);
     int fired = 0;
     tl_timer t;
     tl_timer_init(&t, on_count, &fired);
@@ -301,7 +274,7 @@ static void on_move(tl_loop *loop, tl_timer *t) {
 }
 
 BACKEND_TEST(wait, earliest_moved_later_fires_at_its_new_deadline) {
-    tl_loop *loop = new_loop(p->name);
+    tl_loop *loop = new_loop_with(p->name);
     static struct mover m;
     memset(&m, 0, sizeof m);
     tl_timer_init(&m.target, on_count, &m.fired);
@@ -368,7 +341,7 @@ static void *write_later(void *arg) {
 }
 
 BACKEND_TEST(wait, earliest_moved_earlier_wakes_in_time) {
-    tl_loop *loop = new_loop(p->name);
+    tl_loop *loop = new_loop_with(p->name);
     static struct nearer n;
     memset(&n, 0, sizeof n);
     n.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -412,7 +385,7 @@ static void on_kill(tl_loop *loop, tl_timer *t) {
 }
 
 BACKEND_TEST(wait, stopped_earliest_costs_at_most_one_empty_wakeup) {
-    tl_loop *loop = new_loop(p->name);
+    tl_loop *loop = new_loop_with(p->name);
     static struct stopper s;
     memset(&s, 0, sizeof s);
     tl_timer_init(&s.victim, on_victim, &s);
@@ -447,7 +420,7 @@ Test(wait, interrupted_waits_never_extend_the_deadline) {
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = 0; /* no SA_RESTART: each wait fails with EINTR */
     cr_assert(sigaction(SIGALRM, &sa, NULL) == 0);
-    tl_loop *loop = new_loop(NULL);
+    tl_loop *loop = new_loop_with(NULL);
     int fired = 0;
     tl_timer t;
     tl_timer_init(&t, on_count, &fired);

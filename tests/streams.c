@@ -920,18 +920,8 @@ static void side_close(tl_loop *loop, tl_stream *s) {
 /* Runs the script; returns 0, or the error that kept the loop from being
    created (io_uring missing). a and b get the two streams' traces. */
 static int run_script(tl_io_kind io, const char *streams_env, side *a, side *b) {
-    if (streams_env)
-        setenv("TICKLOOP_URING_STREAMS", streams_env, 1);
-    else
-        unsetenv("TICKLOOP_URING_STREAMS");
-    tl_loop_options opts;
-    tl_loop_options_init(&opts);
-    opts.io = io;
-    opts.read_buffer_size = 256;
-    opts.read_buffer_count = 4;
-    tl_loop *loop = NULL;
-    int e = tl_loop_new(&loop, &opts);
-    unsetenv("TICKLOOP_URING_STREAMS");
+    tl_loop *loop;
+    int e = new_stream_loop(&loop, io, streams_env, 256, 4);
     memset(a, 0, sizeof *a);
     memset(b, 0, sizeof *b);
     if (e < 0) return e;

@@ -110,6 +110,11 @@ public:
     /* Runs the (O(n)) invariant walker only every `every` operations; the
        cheap checks still run after each one. */
     void walk_every(unsigned every) { walk_every_ = every ? every : 1; }
+    /* The invariant walker now, whatever walk_every says. */
+    void walk(const char *after) {
+        const char *broken = tl_detail_timers_check(b_, self_);
+        cr_assert(broken == nullptr, "%s: after %s: %s", name(), after, broken);
+    }
 
     const char *name() const { return name_.c_str(); }
     bool exact() const { return exact_; }

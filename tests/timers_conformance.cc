@@ -469,6 +469,105 @@ BACKEND_TEST(timers, leeway_bits_changed_inside_do_not_matter) {
     h.drain_by_wakeup([](uint64_t, const std::vector<Item *> &) {});
 }
 
+/* A server's few fixed timeouts: every start draws one of 51 deadlines, so
+   the starts of each deadline are interleaved with the others'. Stops and
+   restarts (also to one of the 51) in between; pops keep (deadline, start
+   order). */
+BACKEND_TEST(timers, interleaved_equal_deadlines_keep_start_order) {
+    for (uint64_t start : kStarts) {
+        Harness h(p->name, start);
+        h.walk_every(16);
+        std::vector<Item> items = make_items(3000);
+        Rng rng{51};
+        auto deadline = [&] { return start + 100 * kTick + rng.below(51) * 3 * kTick; };
+        std::vector<bool> removed(items.size());
+        for (Item &it : items) {
+            h.insert(it, deadline());
+            size_t k = rng.below((uint64_t)it.id + 1);
+            if (it.id % 7 == 3 && !removed[k]) h.reschedule(items[k], deadline());
+            if (it.id % 11 == 5) {
+                h.remove(items[it.id - 5]);
+                removed[it.id - 5] = true;
+            }
+        }
+        h.walk("the starts");
+        std::vector<Item *> got = h.drain_all();
+        std::vector<Item *> want;
+        for (Item &it : items)
+            if (!removed[it.id]) want.push_back(&it);
+        expect_popped(h, got, want);
+    }
+}
+
+/* A timer with leeway of deadline d, started (or moved to d) after a run of
+   d, is newer than that run: a later start of d must not join the run, or it
+   would pop before the leeway timer. A timer of another deadline in between
+   keeps the run from being the last one created. */
+BACKEND_TEST(timers, leeway_timer_between_ties_keeps_later_starts_behind_it) {
+    for (int variant = 0; variant < 4; ++variant) {
+        Harness h(p->name, kBigStart);
+        std::vector<Item> items = make_items(6);
+        const uint64_t d = kBigStart + 10 * kTick, e = d + 5 * kTick;
+        h.insert(items[0], d);
+        h.insert(items[1], e);
+        switch (variant) {
+        case 0: /* started with leeway */
+            h.insert(items[2], d, 2 * kTick);
+            break;
+        case 1: /* a leeway timer moved to d */
+            h.insert(items[2], e, 2 * kTick);
+            h.insert(items[5], e + kTick);
+            h.reschedule(items[2], d);
+            break;
+        case 2: /* a timer given leeway, moved from the run heap to d */
+            h.insert(items[2], e);
+            h.insert(items[5], e + kTick);
+            Harness::set_leeway(items[2], 2 * kTick);
+            h.reschedule(items[2], d);
+            break;
+        case 3: /* the same, its leeway taken away again: it joins d's run */
+            h.insert(items[2], e, 2 * kTick);
+            h.insert(items[5], e + kTick);
+            Harness::set_leeway(items[2], 0);
+            h.reschedule(items[2], d);
+            break;
+        }
+        h.insert(items[3], d);
+        h.insert(items[4], d);
+        std::vector<Item *> got = h.drain_all();
+        std::vector<Item *> want;
+        for (Item &it : items)
+            if (it.timer.deadline) want.push_back(&it);
+        expect_popped(h, got, want);
+    }
+}
+
+/* One timer with leeway among many without: the walker holds the memory for
+   leeway timers to what they need, not to the size of everything inside.
+   Moving many timers into leeway and back out then leaves it bounded by the
+   most that had leeway at once. */
+BACKEND_TEST(timers, leeway_memory_follows_the_leeway_timers) {
+    Harness h(p->name, kBigStart);
+    h.walk_every(1u << 30);
+    std::vector<Item> items = make_items(20001);
+    Rng rng{7};
+    for (size_t i = 0; i < 20000; ++i) h.insert(items[i], kBigStart + rng.below(500 * kTick));
+    h.insert(items[20000], kBigStart + 3 * kTick, kTick);
+    h.walk("one leeway timer among 20000");
+    for (size_t i = 0; i < 300; ++i) {
+        Harness::set_leeway(items[i], kTick);
+        h.reschedule(items[i], kBigStart + rng.below(500 * kTick));
+    }
+    h.walk("300 timers moved into leeway");
+    for (size_t i = 0; i < 300; ++i) {
+        Harness::set_leeway(items[i], 0);
+        h.reschedule(items[i], kBigStart + rng.below(500 * kTick));
+    }
+    h.walk("and out again");
+    h.walk_every(4096);
+    h.drain_by_wakeup([](uint64_t, const std::vector<Item *> &) {});
+}
+
 /* ------------------------------------------------------------------------ */
 /* The registry, with a custom backend written here                         */
 /* ------------------------------------------------------------------------ */

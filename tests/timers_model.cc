@@ -13,6 +13,8 @@
  * UINT64_MAX). The invariant walker runs after every operation in the small
  * run and every 64 in the large one, where it would dominate the time.
  *
+ * The tie runs draw deadlines from a few instants ahead (a batch sharing
+ * one, or 51 drawn at random: interleaved), so equal deadlines are common.
  * The leeway runs give timers random leeways (a third of them 0), sometimes
  * change a timer's leeway on reschedule (moving it between a heap's leeway
  * and no-leeway parts), and sometimes rewrite the leeway bits of a timer
@@ -39,7 +41,8 @@ struct Run {
     size_t operations;
     unsigned walk_every;
     bool leeway = false;
-    bool ties = false; /* deadlines from 64 instants ahead: many ties */
+    bool ties = false;        /* deadlines from 64 instants ahead: many ties */
+    bool interleaved = false; /* deadlines drawn from 51 instants ahead       */
 };
 
 /* Live timers, with O(1) random choice and removal. */
@@ -75,6 +78,15 @@ uint64_t tied_deadline(Rng &rng, uint64_t now, uint64_t tick, uint64_t &last) {
     uint64_t step = 64 * tick, k = now / step + 1 + rng.below(64);
     last = k > UINT64_MAX / step ? UINT64_MAX : k * step;
     return last;
+}
+
+/* One of the 51 instants 512 ticks apart past now, drawn at random: the
+   starts of each deadline interleave with the other 50's (a server's few
+   fixed timeouts), which is where a heap that joins runs of equal deadlines
+   must keep start order across runs and window heaps. */
+uint64_t interleaved_deadline(Rng &rng, uint64_t now, uint64_t tick) {
+    uint64_t step = 512 * tick, k = now / step + 1 + rng.below(51);
+    return k > UINT64_MAX / step ? UINT64_MAX : k * step;
 }
 
 /* A timeout from now: mostly short, some on tick boundaries, some far, a few
@@ -136,8 +148,9 @@ void run_model(const char *name, const Run &run) {
         if (run.leeway) leeway = inserted == 0 ? tick : random_leeway(rng, tick);
         uint64_t now = h.now();
         h.insert(items[i],
-                 run.ties ? tied_deadline(rng, now, tick, last_tie)
-                          : random_deadline(rng, now, tick),
+                 run.interleaved ? interleaved_deadline(rng, now, tick)
+                 : run.ties      ? tied_deadline(rng, now, tick, last_tie)
+                                 : random_deadline(rng, now, tick),
                  leeway);
         live.add(i);
         ++inserted;
@@ -183,6 +196,8 @@ void run_model(const char *name, const Run &run) {
                     break; /* same deadline: goes last among its ties */
                 }
                 if (run.ties && rng.below(2)) deadline = tied_deadline(rng, now, tick, last_tie);
+                if (run.interleaved && rng.below(4))
+                    deadline = interleaved_deadline(rng, now, tick);
                 if (run.leeway && rng.below(3) == 0)
                     Harness::set_leeway(it, random_leeway(rng, tick));
                 h.reschedule(it, deadline);
@@ -247,6 +262,19 @@ BACKEND_TEST(timers, random_ops_with_ties_match_model_checked_every_step) {
         {0x7ee6, kBigStart, 1000, 40000, 1, true, true},
     };
     for (const Run &run : runs) run_model(p->name, run);
+}
+
+/* Interleaved ties, with and without leeway: timers move between a heap's
+   runs and its window heaps while other starts of their deadline come in. */
+BACKEND_TEST(timers, random_ops_with_interleaved_ties_match_model_checked_every_step) {
+    Run runs[] = {
+        {0x51, 0, 1000, 20000, 1},
+        {0x52, kBigStart, 1000, 20000, 1, true},
+    };
+    for (Run &run : runs) {
+        run.interleaved = true;
+        run_model(p->name, run);
+    }
 }
 
 BACKEND_TEST(timers, random_ops_with_leeway_match_model_checked_every_step) {

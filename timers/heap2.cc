@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * heap2: a binary min-heap of timers (the structure libuv and libevent use),
- * with the cache-friendly layout of dary_heap.h.
+ * with the cache-friendly layout of heap_array.h.
  *
  * Root at index 1 so that the two children of node i sit at 2i and 2i + 1:
  * with 16-byte entries and a 64-byte-aligned array, siblings always share a

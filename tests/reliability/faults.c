@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Faults and edges (issue #6, items 3, 5 and 6), once per I/O backend
+ * Faults and edges, once per I/O backend
  * (TICKLOOP_IO, set by meson.build) and, where timers matter, once per
  * registered timer backend:
  * - a 1 kHz SIGALRM storm while timers run: none early, none lost, in order;
@@ -933,7 +933,7 @@ static void on_start_two(tl_loop *loop, tl_timer *t) {
 
 /* Two timers started with timeout 0 from one callback share a deadline, so
  * the heaps owe them start order. The dispatch pops A, finds it fresh and puts
- * it back; it used to get a new insertion number there and run after B. */
+ * it back with its insertion number, so it still runs before B. */
 BACKEND_TEST(faults, fresh_restarts_keep_start_order) {
     if (!backend_exact(p->name)) cr_skip_test("wheels order by tick only");
     tl_loop *loop = new_loop(p->name);

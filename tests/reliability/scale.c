@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Scale (issue #6 item 4): N live timers in one loop, for every registered
+ * Scale: N live timers in one loop, for every registered
  * timer backend. A measurement, not a test (meson builds it on request:
  * `ninja -C build tests/reliability/scale`).
  *

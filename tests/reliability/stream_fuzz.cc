@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "fuzz_common.h"
+#include "tests/loop_setup.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -175,7 +176,7 @@ void on_read(tl_loop *loop, tl_stream *s, const void *buf, ptrdiff_t n) {
 
 void open_slot(Slot *slot) {
     int fds[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) < 0) return;
+    if (socket_pair(fds) < 0) return;
     /* Small socket buffers: short sends and queued writes. */
     int small = 4096;
     setsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
@@ -215,19 +216,8 @@ void peer_drain(Slot *slot) {
 }
 
 void run_input(const uint8_t *data, size_t size, tl_io_kind io, const char *path) {
-    if (path)
-        setenv("TICKLOOP_URING_STREAMS", path, 1);
-    else
-        unsetenv("TICKLOOP_URING_STREAMS");
-    tl_loop_options opts;
-    tl_loop_options_init(&opts);
-    opts.io = io;
-    opts.read_buffer_size = 256;
-    opts.read_buffer_count = 4;
-    tl_loop *loop = nullptr;
-    int r = tl_loop_new(&loop, &opts);
-    unsetenv("TICKLOOP_URING_STREAMS");
-    if (r < 0) return; /* io_uring missing here */
+    tl_loop *loop;
+    if (new_stream_loop(&loop, io, path, 256, 4) < 0) return; /* io_uring missing here */
     fuzz::Input in(data, size);
     Ctx c;
     c.in = &in;
