@@ -14,6 +14,7 @@
 
 #include "lateness.h"
 #include "tickloop/timer_backend.h"
+#include "timer_queue.h"
 #include "timers/node.h"
 #include "timers/timers.h"
 
@@ -285,7 +286,8 @@ int epoll_backend_create(tl_loop *loop, IoBackend **out) noexcept;
 int uring_backend_create(tl_loop *loop, IoBackend **out) noexcept;
 
 /* tl_timer::flags, owned by the loop. Layout (one word, 32 bits):
- *   bit 0      TIMER_ACTIVE  inside the backend or queued in the ready list
+ *   bit 0      TIMER_ACTIVE  inside a backend instance, or in the ready or the
+ *                            deferred list
  *   bit 1      TIMER_QUEUED  in the loop's ready list (popped, callback not run
  *                            yet); only with TIMER_ACTIVE
  *   bit 2      TIMER_UNREF   tl_timer_set_ref(.., 0); kept across stop/start
@@ -325,7 +327,6 @@ enum : uint32_t {
 inline uint32_t timer_owner(uint32_t loop_id, const tl_timer *t) noexcept {
     return loop_id ^ (uint32_t)(reinterpret_cast<uintptr_t>(t) >> 3);
 }
-inline constexpr int kClocks = 3; /* TL_CLOCK_MONOTONIC, _BOOTTIME, _REALTIME */
 inline constexpr unsigned timer_clock(const tl_timer *t) noexcept {
     return (t->flags & TIMER_CLOCK_MASK) >> TIMER_CLOCK_SHIFT;
 }
@@ -367,57 +368,22 @@ inline constexpr int kMaxEvents = 256;
 
 struct tl_loop {
     /* Hot: read on every timer start and every iteration. */
-    uint64_t now;
-    const tl_timer_backend *timer_backend;
-    void *timers;
+    uint32_t id;   /* non-zero, unique per process: tags handles' owner */
+    bool running;  /* inside tl_loop_run                                */
+    bool stopping; /* tl_loop_stop called                               */
+    /* The timers: a domain per clock and the queue driving them
+       (timer_queue.h). timers.domain[TL_CLOCK_MONOTONIC].now is tl_now. */
+    tl::detail::TimerQueue timers;
     tl::detail::IoBackend *io;
-    uint32_t id;             /* non-zero, unique per process: tags handles' owner */
-    bool running;            /* inside tl_loop_run                                */
-    bool stopping;           /* tl_loop_stop called                               */
-    uint64_t active_handles; /* timers, user I/O, asyncs, signals, hooks */
-    uint64_t unref_active;   /* of those, the unreferenced ones          */
-    tl_io_kind io_kind;      /* EPOLL or URING: what tl_loop_fork re-creates */
-    uint64_t max_timers;     /* 0: unlimited                             */
-    uint64_t max_timers_per_iteration;
-    uint64_t timer_slack_ns; /* 0: leave alone                           */
-    /* The collect interval as leeway bits | TIMER_LOOP_LEEWAY, or 0: what a
-       timer without a leeway of its own gets at start. */
-    uint32_t collect_flags;
-    pthread_t run_thread; /* valid while running: debug thread check  */
-    /* Timers popped by this iteration's dispatch whose callbacks have not
-       run yet, in pop order (flag TIMER_QUEUED). Empty outside
-       timers_dispatch. */
-    tl::detail::TimerList ready;
-    /* Timers (re)started by a callback with a deadline already due at the
-       dispatch's time: parked here, not in the backend, so that a later
-       chunk of the same dispatch cannot pop them; inserted when the dispatch
-       ends. Same links as the ready list (flag TIMER_DEFERRED). */
-    tl::detail::TimerList deferred;
-    /* The dispatch's time per clock, for the clocks in dispatch_mask (bit
-       per tl_clock: those whose timers this dispatch runs); valid while
-       dispatching. */
-    uint64_t dispatch_now[tl::detail::kClocks];
-    uint32_t dispatch_mask;
-    bool dispatching; /* inside timers_dispatch                     */
-    /* The clocks other than MONOTONIC (loop/clock.cc), by tl_clock ([0]
-       unused: MONOTONIC is `now` and `timers` above). Each gets, on the
-       first timer started on it, its own instance of the timer backend and
-       an absolute timerfd on that clock, watched like any fd, that wakes
-       the loop at the clock's next wake-up. */
-    struct ClockState {
-        void *timers;        /* backend instance; null until first used */
-        uint64_t now;        /* last read of the clock                  */
-        uint64_t armed;      /* the timerfd's pending expiry; 0: none   */
-        uint64_t dispatched; /* the latest now the instance was driven to */
-        int fd;              /* the timerfd; -1: none                   */
-        tl_io watcher;       /* internal watcher of fd                  */
-    } clocks[tl::detail::kClocks];
-    tl_timer_config timer_config;  /* what every backend instance is created with */
+    uint64_t active_handles;       /* timers, user I/O, asyncs, signals, hooks */
+    uint64_t unref_active;         /* of those, the unreferenced ones          */
+    tl_io_kind io_kind;            /* EPOLL or URING: what tl_loop_fork re-creates */
+    uint64_t timer_slack_ns;       /* 0: leave alone                           */
+    pthread_t run_thread;          /* valid while running: debug thread check  */
     tl_detail_clock_fn test_clock; /* the test seam: null reads the real clocks  */
     void *test_clock_ctx;
 #ifndef NDEBUG
-    uint64_t verify_ops;        /* calls since the last full walk           */
-    uint64_t last_pop_deadline; /* the previous pop of this dispatch (EXACT) */
+    uint64_t verify_ops; /* calls since the last full walk           */
 #endif
 
     /* I/O: the fd registry (loop/io.cc), so a stale event never reaches a
@@ -440,7 +406,7 @@ struct tl_loop {
     sigset_t signal_mask;            /* signals in the signalfd   */
     uint32_t signal_watchers[_NSIG]; /* watchers per signal       */
 
-    /* timer_slack_ns applied to run_thread's slack by this loop (loop.cc). */
+    /* timer_slack_ns applied to run_thread's slack by this loop (slack.cc). */
     bool slack_applied;
     pthread_t slack_thread;
 
@@ -465,7 +431,7 @@ struct tl_loop {
 };
 
 namespace tl::detail {
-/* The live loop whose id is id, or null (loop.cc keeps the list: loops
+/* The live loop whose id is id, or null (lifecycle.cc keeps the list: loops
    register in tl_loop_new and leave in tl_loop_free). Any thread. */
 tl_loop *loop_by_id(uint32_t id) noexcept;
 /* Runs the callbacks for n collected events; returns how many ran. */
@@ -473,37 +439,17 @@ uint64_t io_dispatch(tl_loop *loop, int n) noexcept;
 /* Starts an internal watcher (does not keep the loop alive). */
 int io_start_internal(tl_loop *loop, tl_io *w, int fd, tl_io_cb cb) noexcept;
 void io_stop_internal(tl_loop *loop, tl_io *w) noexcept;
-/* Pops up to max_timers_per_iteration due timers into the ready list, then
- * runs their callbacks; returns how many ran. The ready list is empty again
- * when it returns. */
-uint64_t timers_dispatch(tl_loop *loop) noexcept;
-/* Timers active in the loop: inside the backend plus queued. */
-uint64_t timers_active(const tl_loop *loop) noexcept;
 /* loop/clock.cc. A read of clock c as the loop sees it (the test seam's,
    if set). */
 uint64_t read_clock(const tl_loop *loop, unsigned c) noexcept;
-/* The backend instance holding clock c's timers (null: c never used). */
-inline void *timers_of(const tl_loop *loop, unsigned c) noexcept {
-    return c == 0 ? loop->timers : loop->clocks[c].timers;
-}
-/* Creates clock c's backend instance and timerfd if missing; 0 or -errno. */
+/* Opens clock c's timerfd and creates its domain's instance, if missing;
+   0 or -errno. Nothing to do for the wait's domain. */
 int clock_prepare(tl_loop *loop, unsigned c) noexcept;
-/* For the wait: 0 if a timer on a clock other than MONOTONIC is due now,
-   else arms those clocks' timerfds at their next wake-ups and returns
-   UINT64_MAX. Reads only the clocks that have timers. */
-uint64_t clocks_timeout(tl_loop *loop) noexcept;
-/* ns until the next wake-up of a clock other than MONOTONIC, from fresh
-   reads, for tl_loop_timeout: 0 if due, UINT64_MAX if none. */
-uint64_t clocks_remaining(const tl_loop *loop) noexcept;
-/* Wake-up time of a backend instance: next_wakeup, else next_expiry. */
-inline uint64_t timers_wakeup(const tl_timer_backend *b, void *self) noexcept {
-    return b->next_wakeup ? b->next_wakeup(self) : b->next_expiry(self);
-}
+/* Makes clock c's timerfd expire no later than wake (absolute, on c); nothing
+   under the test seam. */
+void clock_arm(tl_loop *loop, unsigned c, uint64_t wake) noexcept;
+/* Closes the timerfds. */
 void clock_close(tl_loop *loop) noexcept;
-/* After clock c went back to now (a wall-clock step, or the test seam
-   installed): moves c's timers into a fresh instance created at now,
-   periodic ones back onto their grid (timer.cc). */
-void timers_rebase(tl_loop *loop, unsigned c, uint64_t now) noexcept;
 int clock_fork(tl_loop *loop) noexcept;
 /* Releases what async.cc and signal.cc hold (the loop has no active handle). */
 void async_close(tl_loop *loop) noexcept;
@@ -597,8 +543,9 @@ inline void handle_ref_changed(tl_loop *loop, bool was_unref, bool unref) noexce
     if (was_unref != unref) loop->unref_active += unref ? 1 : (uint64_t)-1;
 }
 
-/* Debug builds walk the loop's own state (the ready list and its flags, the
- * fd table against its watchers, the async, signal and hook lists) after every
+/* Debug builds walk the loop's own state (the timer domains and the ready
+ * and deferred lists against their flags, the fd table against its watchers,
+ * the async, signal and hook lists: verify.cc lists the invariants) after every
  * timer operation, every timer callback and every iteration, and abort with
  * the first broken invariant and the call that broke it (libev's
  * EV_FREQUENT_CHECK); the timer backend's glue walks the backend's structure

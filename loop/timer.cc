@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Timer handles: the tl_timer_* API and the dispatch of due timers.
+ * The timer queue (timer_queue.h) and the tl_timer_* API on it: starting
+ * and stopping timers in their clock's domain, the dispatch of due timers,
+ * the next wake-up the loop waits for, and the rebase after a clock went
+ * back.
  *
- * A timer is active (TIMER_ACTIVE) while it is inside the timer backend, or
- * in one of the loop's two lists of timers the backend does not hold: the
- * ready list (TIMER_QUEUED: popped, callback not run yet) and the deferred
- * list (TIMER_DEFERRED: started during a dispatch, already due). `reserved`
+ * A timer is active (TIMER_ACTIVE) while it is inside its domain's backend
+ * instance, or in one of the queue's two lists of timers no instance holds:
+ * the ready list (TIMER_QUEUED: popped, callback not run yet) and the
+ * deferred list (TIMER_DEFERRED: started during a dispatch, already due).
+ * Its clock bits name its domain. `reserved`
  * then holds the owning loop's id, mixed with the timer's address
  * (timer_owner), so that a handle used with the wrong loop is refused instead
  * of corrupting a structure, and tl_timer_init can find the loop of a timer
@@ -13,8 +17,9 @@
  * loop_internal.h.
  *
  * Dispatch is collect, then run (libuv's uv__run_timers and its ready queue,
- * Seastar's timer_set::expire), in chunks: up to kChunk due timers are popped
- * from the backend into the ready list, in the backend's order, then their
+ * Seastar's timer_set::expire), one domain after the other in tl_clock
+ * order, in chunks: up to kChunk due timers are popped from the domain's
+ * instance into the ready list, in the backend's order, then their
  * callbacks run from the head of that list; then the next chunk, until
  * nothing is due or max_timers_per_iteration callbacks ran. A chunk is small
  * enough that its timers are still in cache when their callbacks run (one
@@ -24,7 +29,10 @@
  *   iteration": one started with a deadline the dispatch could still pop is
  *   parked in the deferred list, out of the backend's reach, and inserted
  *   when the dispatch ends (it is the newest insertion either way, so ties
- *   keep start order); any other start is beyond the dispatch's `now`;
+ *   keep start order); any other start is beyond its domain's dispatch
+ *   time, or on a domain this dispatch does not run (decided before any
+ *   callback), so no timer runs twice in one iteration whatever clock it
+ *   moves to;
  * - "a timer stopped before its turn does not run": stopping or restarting a
  *   queued (or deferred) timer unlinks it, O(1);
  * - ties keep their order: chunks are popped in the backend's order, and what
@@ -44,12 +52,15 @@
  * backend whose insert can fail and that has no reserve may still drop a
  * parked timer, which then becomes inactive as a repeating timer whose
  * re-arm fails does.
+ *
+ * The queue calls the backend through its vtable only: it knows no backend
+ * but by its caps. A restart (a heartbeat per packet: the hottest call) is
+ * one call of reschedule, or remove and insert where a backend has none.
  */
 #include <cerrno>
 #include <cstdio>
 
 #include "loop_internal.h"
-#include "timers/dispatch.h"
 #include "timers/timers.h"
 
 using namespace tl::detail;
@@ -60,9 +71,18 @@ bool owned_by_other(const tl_loop *loop, const tl_timer *t) noexcept {
     return (t->flags & TIMER_ACTIVE) && t->reserved != timer_owner(loop->id, t);
 }
 
-/* A dispatch is running that could still pop a timer at deadline on clock c. */
-bool must_defer(const tl_loop *loop, unsigned c, uint64_t deadline) noexcept {
-    return loop->dispatching && (loop->dispatch_mask >> c & 1) && deadline <= loop->dispatch_now[c];
+/* A dispatch is running that could still pop a timer at deadline in d. */
+bool must_defer(const TimerDomain &d, uint64_t deadline) noexcept {
+    return d.dispatching && deadline <= d.dispatch_now;
+}
+
+TimerDomain &domain_of(tl_loop *loop, const tl_timer *t) noexcept {
+    return loop->timers.domain[timer_clock(t)];
+}
+
+/* Wake-up time of a domain's instance: next_wakeup, else next_expiry. */
+uint64_t wakeup_of(const tl_timer_backend *b, void *self) noexcept {
+    return b->next_wakeup ? b->next_wakeup(self) : b->next_expiry(self);
 }
 
 /* A timer without a leeway of its own takes the loop's collect interval
@@ -75,12 +95,12 @@ bool must_defer(const tl_loop *loop, unsigned c, uint64_t deadline) noexcept {
 [[gnu::noinline]] void lend(const tl_loop *loop, tl_timer *t) noexcept {
     uint32_t f = t->flags;
     if (f & TIMER_LOOP_LEEWAY) f &= ~(kLeewayMask | TIMER_LOOP_LEEWAY);
-    if (!(f & kLeewayMask)) f |= loop->collect_flags;
+    if (!(f & kLeewayMask)) f |= loop->timers.collect_flags;
     t->flags = f;
 }
 [[gnu::always_inline]] inline void lend_collect_interval(const tl_loop *loop,
                                                          tl_timer *t) noexcept {
-    if ((t->flags & TIMER_LOOP_LEEWAY) | loop->collect_flags) [[unlikely]]
+    if ((t->flags & TIMER_LOOP_LEEWAY) | loop->timers.collect_flags) [[unlikely]]
         lend(loop, t);
 }
 
@@ -90,42 +110,42 @@ bool must_defer(const tl_loop *loop, unsigned c, uint64_t deadline) noexcept {
    back), so that the inserts at the dispatch's end cannot fail. Counting the
    timers of every clock is more than one instance needs, never less.
    0 or -ENOMEM. */
-[[gnu::noinline]] int reserve_parked(tl_loop *loop, void *self, const tl_timer *t) noexcept {
-    const tl_timer_backend *b = loop->timer_backend;
-    if (!b->reserve) return 0;
-    return b->reserve(self, t, loop->deferred.count + loop->ready.count + 1);
+[[gnu::noinline]] int reserve_parked(TimerQueue &q, void *self, const tl_timer *t) noexcept {
+    if (!q.backend->reserve) return 0;
+    return q.backend->reserve(self, t, q.deferred.count + q.ready.count + 1);
 }
 
-/* Pre: t in neither the backend nor a list; its clock bits say where it goes
-   (that clock's instance exists). Puts t at deadline: in the deferred list if
-   a dispatch is running that could still pop it, else in the backend.
-   Returns 0 or the backend's insert (or reserve) error. */
-[[gnu::always_inline]] inline int place(tl_loop *loop, tl_timer *t, uint64_t deadline) noexcept {
+/* Pre: t in neither an instance nor a list; its clock bits name d (whose
+   instance exists). Puts t at deadline: in the deferred list if a dispatch
+   is running that could still pop it, else in d's instance. Returns 0 or the
+   backend's insert (or reserve) error. */
+[[gnu::always_inline]] inline int place(tl_loop *loop, TimerDomain &d, tl_timer *t,
+                                        uint64_t deadline) noexcept {
     t->deadline = deadline;
-    unsigned c = timer_clock(t);
-    void *self = timers_of(loop, c);
-    const bool defer = must_defer(loop, c, deadline);
-    if (defer || loop->deferred.count) [[unlikely]] {
-        int r = reserve_parked(loop, self, t);
+    TimerQueue &q = loop->timers;
+    const bool defer = must_defer(d, deadline);
+    if (defer || q.deferred.count) [[unlikely]] {
+        int r = reserve_parked(q, d.instance, t);
         if (r < 0) return r;
         if (defer) {
-            loop->deferred.append(t);
+            q.deferred.append(t);
             t->flags |= TIMER_DEFERRED;
             return 0;
         }
     }
-    return loop->timer_backend->insert(self, t);
+    return q.backend->insert(d.instance, t);
 }
 
-/* Pre: t active. Post: t in neither the backend nor a list (still counted
+/* Pre: t active. Post: t in neither an instance nor a list (still counted
    active). */
 void detach(tl_loop *loop, tl_timer *t) noexcept {
+    TimerQueue &q = loop->timers;
     if (t->flags & TIMER_QUEUED)
-        loop->ready.unlink(t);
+        q.ready.unlink(t);
     else if (t->flags & TIMER_DEFERRED)
-        loop->deferred.unlink(t);
+        q.deferred.unlink(t);
     else
-        loop->timer_backend->remove(timers_of(loop, timer_clock(t)), t);
+        q.backend->remove(domain_of(loop, t).instance, t);
     t->flags &= ~(TIMER_QUEUED | TIMER_DEFERRED);
 }
 
@@ -136,9 +156,10 @@ void deactivate(tl_loop *loop, tl_timer *t) noexcept {
 }
 
 /* Pre: t not active. Starts t at deadline; on failure it stays inactive. */
-[[gnu::always_inline]] inline int arm(tl_loop *loop, tl_timer *t, uint64_t deadline) noexcept {
+[[gnu::always_inline]] inline int arm(tl_loop *loop, TimerDomain &d, tl_timer *t,
+                                      uint64_t deadline) noexcept {
     lend_collect_interval(loop, t);
-    int r = place(loop, t, deadline);
+    int r = place(loop, d, t, deadline);
     if (r < 0) return r;
     t->flags |= TIMER_ACTIVE;
     t->reserved = timer_owner(loop->id, t);
@@ -158,15 +179,15 @@ void disarm(tl_loop *loop, tl_timer *t) noexcept {
    inactive. */
 [[gnu::always_inline]] inline int rearm(tl_loop *loop, tl_timer *t, unsigned c,
                                         uint64_t deadline) noexcept {
-    const tl_timer_backend *b = loop->timer_backend;
+    const tl_timer_backend *b = loop->timers.backend;
+    TimerDomain &d = loop->timers.domain[c];
     bool inside = !(t->flags & (TIMER_QUEUED | TIMER_DEFERRED));
-    if (inside && !must_defer(loop, c, deadline) && b->reschedule) {
-        reschedule(b, timers_of(loop, c), t, deadline); /* timers/dispatch.h */
-        t->deadline = deadline;
+    if (inside && !must_defer(d, deadline) && b->reschedule) {
+        b->reschedule(d.instance, t, deadline); /* sets t->deadline */
         return 0;
     }
     detach(loop, t);
-    int r = place(loop, t, deadline);
+    int r = place(loop, d, t, deadline);
     if (r < 0) deactivate(loop, t);
     return r;
 }
@@ -179,7 +200,7 @@ void disarm(tl_loop *loop, tl_timer *t) noexcept {
     detach(loop, t);
     t->flags = (t->flags & ~TIMER_CLOCK_MASK) | c << TIMER_CLOCK_SHIFT;
     lend_collect_interval(loop, t);
-    int r = place(loop, t, deadline);
+    int r = place(loop, loop->timers.domain[c], t, deadline);
     if (r < 0) deactivate(loop, t);
     return r;
 }
@@ -192,6 +213,11 @@ void disarm(tl_loop *loop, tl_timer *t) noexcept {
     return move(loop, t, TL_CLOCK_MONOTONIC, deadline);
 }
 
+/* Starting one more timer would exceed tl_loop_options.max_timers. */
+bool over_max_timers(const tl_loop *loop) noexcept {
+    return loop->timers.max_timers && timers_active(loop) >= loop->timers.max_timers;
+}
+
 /* The periodic re-arm: the first deadline + k * period (k >= 1) later than
    now, saturating at UINT64_MAX. Pre: deadline <= now, period > 0. */
 uint64_t next_period(uint64_t deadline, uint64_t period, uint64_t now) noexcept {
@@ -200,16 +226,18 @@ uint64_t next_period(uint64_t deadline, uint64_t period, uint64_t now) noexcept 
     return deadline + k * period;
 }
 
-/* Pops up to `chunk` due timers of one clock's instance into the ready list
-   and runs them (see the top of this file); returns the callbacks run. */
-uint64_t dispatch_clock(tl_loop *loop, void *self, uint64_t now, uint64_t cap) noexcept;
-
 /* Timers per collect-then-run chunk: 256 timers are 16 KiB of handles, so
    they are still in L1/L2 when their callbacks run after the collect. */
 constexpr uint64_t kChunk = 256;
 
-uint64_t dispatch_clock(tl_loop *loop, void *self, uint64_t now, uint64_t cap) noexcept {
-    const tl_timer_backend *b = loop->timer_backend;
+/* Pops the due timers of domain d at its dispatch time into the ready list,
+   a chunk at a time, and runs them (see the top of this file), up to cap
+   callbacks; returns the callbacks run. */
+uint64_t dispatch_domain(tl_loop *loop, TimerDomain &d, uint64_t cap) noexcept {
+    TimerQueue &q = loop->timers;
+    const tl_timer_backend *b = q.backend;
+    void *self = d.instance;
+    const uint64_t now = d.dispatch_now;
     uint64_t fired = 0, popped = 0;
     /* The cap counts callbacks (max_timers_per_iteration), not pops: a
        queued timer that a callback stops leaves its turn to the next due one,
@@ -224,7 +252,7 @@ uint64_t dispatch_clock(tl_loop *loop, void *self, uint64_t now, uint64_t cap) n
             tl_timer *t = b->pop_expired(self, now);
             if (!t) break;
             TL_DEBUG_CHECK_POPPED(loop, t, now, popped + n == 0);
-            loop->ready.append(t);
+            q.ready.append(t);
             t->flags |= TIMER_QUEUED;
         }
         popped += n;
@@ -232,8 +260,8 @@ uint64_t dispatch_clock(tl_loop *loop, void *self, uint64_t now, uint64_t cap) n
 
         /* Run. Each callback may stop or restart any queued timer (unlinking
            it) or free one it stopped, so the head is read afresh every time. */
-        while (tl_timer *t = loop->ready.head) {
-            loop->ready.unlink(t);
+        while (tl_timer *t = q.ready.head) {
+            q.ready.unlink(t);
             t->flags &= ~TIMER_QUEUED;
             lateness_record(loop->lateness, now, t->deadline);
             if (t->repeat) {
@@ -264,11 +292,51 @@ uint64_t dispatch_clock(tl_loop *loop, void *self, uint64_t now, uint64_t cap) n
 
 namespace tl::detail {
 
+int timers_open(tl_loop *loop, const tl_timer_backend *backend, const tl_timer_config &config,
+                uint32_t collect_flags, uint64_t max_timers,
+                uint64_t max_timers_per_iteration) noexcept {
+    TimerQueue &q = loop->timers;
+    q.backend = backend;
+    q.config = config;
+    q.collect_flags = collect_flags;
+    q.max_timers = max_timers;
+    q.max_timers_per_iteration = max_timers_per_iteration;
+    for (unsigned c = 0; c < kClocks; ++c) {
+        /* The I/O backends' waits end at a CLOCK_MONOTONIC deadline. */
+        q.domain[c].by_wait = c == TL_CLOCK_MONOTONIC;
+        q.domain[c].fd = -1;
+    }
+    for (unsigned c = 0; c < kClocks; ++c)
+        if (q.domain[c].by_wait) {
+            int r = timers_open_domain(loop, c);
+            if (r < 0) return r;
+        }
+    return 0;
+}
+
+int timers_open_domain(tl_loop *loop, unsigned c) noexcept {
+    TimerQueue &q = loop->timers;
+    TimerDomain &d = q.domain[c];
+    if (d.instance) return 0;
+    d.now = read_clock(loop, c);
+    d.dispatched = d.now;
+    d.instance = q.backend->create(&q.config, d.now);
+    return d.instance ? 0 : -ENOMEM;
+}
+
+void timers_close(tl_loop *loop) noexcept {
+    TimerQueue &q = loop->timers;
+    for (TimerDomain &d : q.domain) {
+        if (d.instance) q.backend->destroy(d.instance);
+        d.instance = nullptr;
+    }
+}
+
 void timers_rebase(tl_loop *loop, unsigned c, uint64_t now) noexcept {
-    const tl_timer_backend *b = loop->timer_backend;
-    void *&instance = c == TL_CLOCK_MONOTONIC ? loop->timers : loop->clocks[c].timers;
+    const tl_timer_backend *b = loop->timers.backend;
+    void *&instance = loop->timers.domain[c].instance;
     if (!instance) return;
-    void *fresh = b->create(&loop->timer_config, now);
+    void *fresh = b->create(&loop->timers.config, now);
     /* Without memory the old instance stays: an exact backend is still
        right; a wheel may hand a timer out up to the step early. */
     if (!fresh) return;
@@ -293,51 +361,73 @@ void timers_rebase(tl_loop *loop, unsigned c, uint64_t now) noexcept {
 }
 
 uint64_t timers_active(const tl_loop *loop) noexcept {
-    const tl_timer_backend *b = loop->timer_backend;
-    uint64_t n = b->count(loop->timers) + loop->ready.count + loop->deferred.count;
-    for (unsigned c = 1; c < kClocks; ++c)
-        if (loop->clocks[c].timers) n += b->count(loop->clocks[c].timers);
+    const TimerQueue &q = loop->timers;
+    uint64_t n = q.ready.count + q.deferred.count;
+    for (const TimerDomain &d : q.domain)
+        if (d.instance) n += q.backend->count(d.instance);
     return n;
 }
 
-uint64_t timers_dispatch(tl_loop *loop) noexcept {
-    const tl_timer_backend *b = loop->timer_backend;
-    const uint64_t cap = loop->max_timers_per_iteration;
-    /* The clocks this dispatch runs, decided (and read) before any callback:
-       a timer a callback starts on one of them with a due deadline is
-       deferred, on another it waits for the next iteration, so no timer
-       runs twice in one iteration whatever clock it moves to. A clock
-       without timers costs neither a read nor a call. */
-    uint32_t mask = 1u << TL_CLOCK_MONOTONIC;
-    loop->dispatch_now[TL_CLOCK_MONOTONIC] = loop->now;
-    for (unsigned c = 1; c < kClocks; ++c) {
-        tl_loop::ClockState &cs = loop->clocks[c];
-        if (!cs.timers || b->count(cs.timers) == 0) [[likely]]
+uint64_t timers_next_wakeup(tl_loop *loop, bool for_wait) noexcept {
+    TimerQueue &q = loop->timers;
+    uint64_t least = UINT64_MAX;
+    for (unsigned c = 0; c < kClocks; ++c) {
+        TimerDomain &d = q.domain[c];
+        if (!d.instance) continue;
+        uint64_t wake = wakeup_of(q.backend, d.instance);
+        if (wake == UINT64_MAX) continue; /* no timer, or none that ever fires */
+        /* The wait's domain has the time the iteration read after the last
+           wait; a timerfd's domain was read at the last dispatch at best. */
+        uint64_t now = for_wait && d.by_wait ? d.now : read_clock(loop, c);
+        if (wake <= now) return 0;
+        if (for_wait && !d.by_wait) {
+            d.now = now;
+            clock_arm(loop, c, wake);
             continue;
-        cs.now = read_clock(loop, c);
+        }
+        if (wake - now < least) least = wake - now;
+    }
+    return least;
+}
+
+uint64_t timers_dispatch(tl_loop *loop) noexcept {
+    TimerQueue &q = loop->timers;
+    const tl_timer_backend *b = q.backend;
+    const uint64_t cap = q.max_timers_per_iteration;
+    /* The domains this dispatch runs, decided (and their clocks read) before
+       any callback: a timer a callback starts on one of them with a due
+       deadline is deferred, on another it waits for the next iteration, so
+       no timer runs twice in one iteration whatever clock it moves to. The
+       wait's domain runs on the time the iteration has just read; a
+       timerfd's domain reads its clock, and only while it holds timers (a
+       clock without timers costs neither a read nor a call). */
+    for (unsigned c = 0; c < kClocks; ++c) {
+        TimerDomain &d = q.domain[c];
+        if (!d.instance) continue;
+        if (!d.by_wait) {
+            if (b->count(d.instance) == 0) [[likely]]
+                continue;
+            d.now = read_clock(loop, c);
+        }
         /* The clock went back (a wall-clock step): the instance was driven
            to a later time than now, which a wheel cannot go back from. */
-        if (cs.now < cs.dispatched) [[unlikely]]
-            timers_rebase(loop, c, cs.now);
-        cs.dispatched = cs.now;
-        loop->dispatch_now[c] = cs.now;
-        mask |= 1u << c;
+        if (d.now < d.dispatched) [[unlikely]]
+            timers_rebase(loop, c, d.now);
+        d.dispatched = d.now;
+        d.dispatch_now = d.now;
+        d.dispatching = true;
     }
-    loop->dispatch_mask = mask;
-    loop->dispatching = true;
-    uint64_t fired = dispatch_clock(loop, loop->timers, loop->now, cap);
-    for (unsigned c = 1; c < kClocks; ++c)
-        if ((mask >> c & 1) && fired < cap)
-            fired +=
-                dispatch_clock(loop, loop->clocks[c].timers, loop->dispatch_now[c], cap - fired);
-    loop->dispatching = false;
+    uint64_t fired = 0;
+    for (TimerDomain &d : q.domain)
+        if (d.dispatching && fired < cap) fired += dispatch_domain(loop, d, cap - fired);
+    for (TimerDomain &d : q.domain) d.dispatching = false;
 
     /* The deferred timers, in start order: each is the newest insertion. Their
        room was reserved when they were parked (place). */
-    while (tl_timer *t = loop->deferred.head) {
-        loop->deferred.unlink(t);
+    while (tl_timer *t = q.deferred.head) {
+        q.deferred.unlink(t);
         t->flags &= ~TIMER_DEFERRED;
-        if (b->insert(timers_of(loop, timer_clock(t)), t) < 0) deactivate(loop, t);
+        if (b->insert(domain_of(loop, t).instance, t) < 0) deactivate(loop, t);
     }
     TL_DEBUG_VERIFY(loop, "timer dispatch");
     return fired;
@@ -372,6 +462,29 @@ namespace {
     TL_DEBUG_VERIFY(loop, "tl_timer_init of an active timer");
 }
 
+/* tl_timer_start's every case but the in-place restart: a start of an
+   inactive timer, or a restart that must leave its place (queued, deferred,
+   deferred now, another clock or periodic before, or no reschedule). Out
+   of line, so that the in-place restart needs no frame. */
+[[gnu::noinline]] int start_relative(tl_loop *loop, tl_timer *t, uint64_t deadline,
+                                     uint64_t repeat_ns) noexcept {
+    if (t->flags & TIMER_ACTIVE) {
+        /* A relative timer is a MONOTONIC one, not periodic. */
+        int r = t->flags & (TIMER_CLOCK_MASK | TIMER_PERIODIC)
+                    ? make_relative(loop, t, deadline)
+                    : rearm(loop, t, TL_CLOCK_MONOTONIC, deadline);
+        if (r < 0) return r;
+    } else {
+        if (over_max_timers(loop)) return -ENOSPC;
+        t->flags &= ~(TIMER_CLOCK_MASK | TIMER_PERIODIC);
+        int r = arm(loop, loop->timers.domain[TL_CLOCK_MONOTONIC], t, deadline);
+        if (r < 0) return r;
+    }
+    t->repeat = repeat_ns;
+    TL_DEBUG_VERIFY(loop, "tl_timer_start");
+    return 0;
+}
+
 } // namespace
 
 TL_API void tl_timer_init(tl_timer *t, tl_timer_cb cb, void *data) {
@@ -386,23 +499,22 @@ TL_API void tl_timer_init(tl_timer *t, tl_timer_cb cb, void *data) {
 TL_API int tl_timer_start(tl_loop *loop, tl_timer *t, uint64_t timeout_ns, uint64_t repeat_ns) {
     if (!loop || !t || !t->cb || owned_by_other(loop, t)) return -EINVAL;
     TL_CHECK_LOOP_THREAD(loop);
-    uint64_t deadline = sat_add(loop->now, timeout_ns);
-    if (t->flags & TIMER_ACTIVE) {
-        /* A relative timer is a MONOTONIC one, not periodic: the heartbeat
-           (already one) tests one word and takes the inlined rearm. */
-        int r = t->flags & (TIMER_CLOCK_MASK | TIMER_PERIODIC)
-                    ? make_relative(loop, t, deadline)
-                    : rearm(loop, t, TL_CLOCK_MONOTONIC, deadline);
-        if (r < 0) return r;
-    } else {
-        if (loop->max_timers && timers_active(loop) >= loop->max_timers) return -ENOSPC;
-        t->flags &= ~(TIMER_CLOCK_MASK | TIMER_PERIODIC);
-        int r = arm(loop, t, deadline);
-        if (r < 0) return r;
+    TimerQueue &q = loop->timers;
+    TimerDomain &d = q.domain[TL_CLOCK_MONOTONIC];
+    uint64_t deadline = sat_add(d.now, timeout_ns);
+    /* The heartbeat's restart: a relative timer (MONOTONIC, not periodic)
+       inside its instance, which no running dispatch could pop at its new
+       deadline, moves in place. One test of the flags word, and nothing
+       left to do after the backend's call. */
+    constexpr uint32_t kInPlace = TIMER_STATE | TIMER_CLOCK_MASK | TIMER_PERIODIC;
+    if ((t->flags & kInPlace) == TIMER_ACTIVE && !must_defer(d, deadline) && q.backend->reschedule)
+        [[likely]] {
+        t->repeat = repeat_ns;
+        q.backend->reschedule(d.instance, t, deadline);
+        TL_DEBUG_VERIFY(loop, "tl_timer_start");
+        return 0;
     }
-    t->repeat = repeat_ns;
-    TL_DEBUG_VERIFY(loop, "tl_timer_start");
-    return 0;
+    return start_relative(loop, t, deadline, repeat_ns);
 }
 
 TL_API int tl_timer_start_at(tl_loop *loop, tl_timer *t, tl_clock clock, uint64_t deadline_ns,
@@ -410,15 +522,14 @@ TL_API int tl_timer_start_at(tl_loop *loop, tl_timer *t, tl_clock clock, uint64_
     unsigned c = (unsigned)clock;
     if (!loop || !t || !t->cb || c >= (unsigned)kClocks || owned_by_other(loop, t)) return -EINVAL;
     TL_CHECK_LOOP_THREAD(loop);
-    if (!(t->flags & TIMER_ACTIVE) && loop->max_timers && timers_active(loop) >= loop->max_timers)
-        return -ENOSPC;
+    if (!(t->flags & TIMER_ACTIVE) && over_max_timers(loop)) return -ENOSPC;
     int r = clock_prepare(loop, c);
     if (r < 0) return r;
     if (t->flags & TIMER_ACTIVE) {
         r = move(loop, t, c, deadline_ns);
     } else {
         t->flags = (t->flags & ~TIMER_CLOCK_MASK) | c << TIMER_CLOCK_SHIFT;
-        r = arm(loop, t, deadline_ns);
+        r = arm(loop, loop->timers.domain[c], t, deadline_ns);
     }
     if (r < 0) return r;
     if (period_ns)

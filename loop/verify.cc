@@ -1,17 +1,26 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The loop's invariant walker, compiled into debug builds only (NDEBUG
- * removes every call and this file's body): loop_internal.h says when it
- * runs. It checks what the loop itself owns; each timer backend's check()
- * walks the backend's structure.
+ * The loop's invariant walkers. loop_verify, compiled into debug builds only
+ * (NDEBUG removes every call and its body), runs after every timer operation,
+ * timer callback and iteration (loop_internal.h says how often it walks), and
+ * so do the debug-only checks of a pop and of the calling thread;
+ * tl_detail_loop_check, the handle counts, is in every build, for the tests.
+ * They check what the loop itself owns; each timer backend's check() walks
+ * the backend's structure.
  *
  * Invariants of the loop's state:
- * - Ready and deferred lists: empty outside timers_dispatch; inside it,
- *   NULL-terminated lists whose next/prev links agree, every member
- *   TIMER_ACTIVE plus exactly its list's flag (QUEUED, DEFERRED) and owned by
- *   this loop, as many members as the list's count.
- * - Timers: backend count + both lists' counts never exceed active_handles
- *   (every active timer is a handle the loop counts).
+ * - Timer domains: exactly one is woken by the I/O wait, has an instance
+ *   (from the loop's creation) and no timerfd; a domain dispatching has an
+ *   instance; one holding timers has its waker (the wait, or a timerfd).
+ * - Ready and deferred lists: empty unless a dispatch runs (some domain
+ *   dispatching); NULL-terminated lists whose next/prev links agree, every
+ *   member TIMER_ACTIVE plus exactly its list's flag (QUEUED, DEFERRED),
+ *   owned by this loop, of a domain the dispatch runs (a deferred one due
+ *   at that domain's dispatch time: why it was parked), as many members as
+ *   the list's count.
+ * - Timers: per domain, its instance's count plus its listed timers; their
+ *   sum is timers_active, which never exceeds active_handles (every active
+ *   timer is a handle the loop counts).
  * - fd registry: a watcher at io_slots[i] watches fd i, is IO_ACTIVE and
  *   belongs to this loop; io_count slots hold one; generations are never 0
  *   (0 tags a backend's own requests).
@@ -22,13 +31,14 @@
  *   kinds, each per-kind count matches its list or the fd table, hooks are
  *   in start order, unref_active matches the handles' flags.
  */
-#ifndef NDEBUG
 #include <cstdio>
 #include <cstdlib>
+#include <pthread.h>
 
 #include "loop_internal.h"
 #include "timers/timers.h"
 
+#ifndef NDEBUG
 namespace tl::detail {
 namespace {
 
@@ -38,9 +48,11 @@ namespace {
 }
 
 /* A loop-owned timer list: links agree, ends NULL-terminated, count right,
-   every member active with `flag` and owned by this loop. */
+   every member active with `flag`, owned by this loop, of a domain the
+   dispatch runs (a deferred one due at its dispatch time). Adds the members
+   of each domain to listed[clock]. */
 void verify_timers(const tl_loop *loop, const TimerList &list, uint32_t flag, const char *where,
-                   const char *name) noexcept {
+                   const char *name, uint64_t (&listed)[kClocks]) noexcept {
     static thread_local char msg[96];
     auto broken = [&](const char *what) {
         std::snprintf(msg, sizeof msg, "%s list: %s", name, what);
@@ -53,6 +65,11 @@ void verify_timers(const tl_loop *loop, const TimerList &list, uint32_t flag, co
         if (prev_of(t) != prev) broken("prev link broken");
         if ((t->flags & TIMER_STATE) != (TIMER_ACTIVE | flag)) broken("member flags wrong");
         if (t->reserved != timer_owner(loop->id, t)) broken("member owned by another loop");
+        const TimerDomain &d = loop->timers.domain[timer_clock(t)];
+        if (!d.dispatching) broken("member of a domain the dispatch does not run");
+        if (flag == TIMER_DEFERRED && t->deadline > d.dispatch_now)
+            broken("member not due at its domain's dispatch time");
+        ++listed[timer_clock(t)];
     }
     if (prev != list.tail) broken("tail is not its last timer");
     if (seen != list.count) broken("shorter than its count");
@@ -87,7 +104,8 @@ void verify_ordered(const tl_loop *loop, const OrderedList<Node> &list, const ch
 
 void loop_verify(tl_loop *loop, const char *where) noexcept {
     /* O(1) checks, every time. */
-    const TimerList *lists[] = {&loop->ready, &loop->deferred};
+    const TimerQueue &q = loop->timers;
+    const TimerList *lists[] = {&q.ready, &q.deferred};
     for (const TimerList *list : lists) {
         if ((list->head == nullptr) != (list->count == 0) ||
             (list->tail == nullptr) != (list->count == 0))
@@ -95,18 +113,39 @@ void loop_verify(tl_loop *loop, const char *where) noexcept {
         if (list->head && (list->head->link[1] || list->tail->link[0]))
             fail(where, "timer list not NULL-terminated");
     }
-    if (!loop->dispatching && (loop->ready.count || loop->deferred.count))
+    bool dispatching = false;
+    int by_wait = 0;
+    for (const TimerDomain &d : q.domain) {
+        if (d.dispatching && !d.instance) fail(where, "a domain without an instance dispatching");
+        dispatching |= d.dispatching;
+        if (d.by_wait && (!d.instance || d.fd >= 0))
+            fail(where, "the wait's domain without its instance, or with a timerfd");
+        by_wait += d.by_wait;
+    }
+    if (by_wait != 1) fail(where, "not exactly one domain woken by the wait");
+    if (!dispatching && (q.ready.count || q.deferred.count))
         fail(where, "ready or deferred timers outside the dispatch");
     uint64_t timers = timers_active(loop);
     if (timers > loop->active_handles) fail(where, "more active timers than active handles");
 
     /* The walks are O(queued timers + fds): every call while small, then
        amortised to a bounded cost per call (loop_internal.h). */
-    uint64_t size = loop->ready.count + loop->deferred.count + loop->io_slots_size;
+    uint64_t size = q.ready.count + q.deferred.count + loop->io_slots_size;
     if (size > kVerifyEveryOpUpTo && ++loop->verify_ops < size / kVerifyAmortized) return;
     loop->verify_ops = 0;
-    verify_timers(loop, loop->ready, TIMER_QUEUED, where, "ready");
-    verify_timers(loop, loop->deferred, TIMER_DEFERRED, where, "deferred");
+    uint64_t listed[kClocks] = {};
+    verify_timers(loop, q.ready, TIMER_QUEUED, where, "ready", listed);
+    verify_timers(loop, q.deferred, TIMER_DEFERRED, where, "deferred", listed);
+    uint64_t per_domain = 0;
+    for (unsigned c = 0; c < kClocks; ++c) {
+        const TimerDomain &d = q.domain[c];
+        uint64_t inside = d.instance ? q.backend->count(d.instance) : 0;
+        if (listed[c] && !d.instance) fail(where, "listed timers of a domain without an instance");
+        if (inside && !d.by_wait && d.fd < 0)
+            fail(where, "a domain holding timers without a waker");
+        per_domain += inside + listed[c];
+    }
+    if (per_domain != timers) fail(where, "the domains' timers differ from timers_active");
     size_t registered = 0;
     for (size_t fd = 0; fd < loop->io_slots_size; ++fd) {
         const tl_io *w = loop->io_slots[fd].watcher;
@@ -123,18 +162,93 @@ void loop_verify(tl_loop *loop, const char *where) noexcept {
     verify_list(loop, loop->signals, loop->signal_cursor, where, "signal");
     for (const OrderedList<tl_hook> &hooks : loop->hooks)
         verify_ordered(loop, hooks, where, "hook");
-    /* The handle counts against the lists and flags (loop.cc). */
+    /* The handle counts against the lists and flags (below). */
     if (const char *broken = tl_detail_loop_check(loop)) fail(where, broken);
 }
 
 void check_popped(tl_loop *loop, const tl_timer *t, uint64_t now, bool first) noexcept {
     if (t->deadline > now) fail("pop_expired", "the backend returned a timer before its deadline");
-    if (loop->timer_backend->caps & TL_TIMER_CAP_EXACT) {
-        if (!first && t->deadline < loop->last_pop_deadline)
+    if (loop->timers.backend->caps & TL_TIMER_CAP_EXACT) {
+        if (!first && t->deadline < loop->timers.last_pop_deadline)
             fail("pop_expired", "an exact backend returned deadlines out of order");
-        loop->last_pop_deadline = t->deadline;
+        loop->timers.last_pop_deadline = t->deadline;
     }
+}
+
+void check_loop_thread(const tl_loop *loop, const char *call) noexcept {
+    if (!loop->running || pthread_equal(loop->run_thread, pthread_self())) return;
+    std::fprintf(stderr,
+                 "tickloop: %s() called from a thread other than the one running the loop; "
+                 "a loop belongs to one thread (use tl_async_send from others)\n",
+                 call);
+    std::abort();
 }
 
 } // namespace tl::detail
 #endif
+
+using namespace tl::detail;
+
+/* Each count is kept up by start/stop; the walk recomputes it from the
+   structures themselves. Timers are counted by their backend plus the ready
+   list (both walked by verify.cc), so their share is taken from that. Debug
+   builds run it inside loop_verify too. */
+extern "C" const char *tl_detail_loop_check(const tl_loop *loop) noexcept {
+    uint64_t io = 0, io_unref = 0, streams = 0, listeners = 0;
+    for (size_t fd = 0; fd < loop->io_slots_size; ++fd) {
+        const tl_io *w = loop->io_slots[fd].watcher;
+        if (!w) continue;
+        if (w->fd != (int)fd) return "fd table: a watcher filed under another fd";
+        if (!(w->flags & IO_ACTIVE)) return "fd table: an inactive watcher";
+        if (w->flags & IO_INTERNAL) continue;
+        /* Streams and listeners are counted by stream.cc (a closing stream
+           may have left the table already). */
+        streams += (w->flags & IO_STREAM) != 0;
+        listeners += (w->flags & IO_LISTENER) != 0;
+        if (w->flags & IO_HANDLE_KINDS) continue;
+        ++io;
+        io_unref += (w->flags & IO_UNREF) != 0;
+    }
+    if (io != loop->stats.io_active) return "io_active differs from the fd table";
+    if (streams > loop->stats.streams_active) return "more streams in the fd table than active";
+    if (listeners != loop->stats.listeners_active)
+        return "listeners_active differs from the fd table";
+    uint64_t asyncs = 0, unref = io_unref + loop->stream_unref;
+    for (const tl_async *a = loop->asyncs.head; a; a = a->next) {
+        if (!(a->magic & HANDLE_ACTIVE) || a->loop != loop) return "async list: not active here";
+        if (a->next ? a->next->prev != a : loop->asyncs.tail != a) return "async list: links";
+        ++asyncs;
+        unref += (a->magic & HANDLE_UNREF) != 0;
+    }
+    if (asyncs != loop->stats.asyncs_active) return "asyncs_active differs from the list";
+    uint64_t signals = 0;
+    for (const tl_signal *s = loop->signals; s; s = s->next) {
+        if (!(s->magic & HANDLE_ACTIVE) || s->loop != loop) return "signal list: not active here";
+        ++signals;
+        unref += (s->magic & HANDLE_UNREF) != 0;
+    }
+    if (signals != loop->stats.signals_active) return "signals_active differs from the list";
+    uint64_t hooks = 0, idle = 0;
+    for (int kind = 0; kind < kHookKinds; ++kind) {
+        const OrderedList<tl_hook> &list = loop->hooks[kind];
+        for (const tl_hook *h = list.head; h; h = h->next) {
+            if (!(h->flags & HOOK_ACTIVE) || h->loop != loop || h->kind != (uint32_t)kind)
+                return "hook list: not an active hook of this kind and loop";
+            if (h->next ? h->next->prev != h : list.tail != h) return "hook list: links";
+            if (h->next && h->next->seq <= h->seq) return "hook list: not in start order";
+            ++hooks;
+            idle += kind == TL_HOOK_IDLE;
+            unref += (h->flags & HOOK_UNREF) != 0;
+        }
+    }
+    if (hooks != loop->stats.hooks_active) return "hooks_active differs from the lists";
+    if (idle != loop->idle_hooks) return "idle_hooks differs from the IDLE list";
+    uint64_t timers = timers_active(loop);
+    if (loop->active_handles != timers + io + asyncs + signals + hooks +
+                                    loop->stats.streams_active + loop->stats.listeners_active)
+        return "active_handles is not the sum of the kinds";
+    /* Unreferenced timers cannot be enumerated: they make up the rest. */
+    if (loop->unref_active < unref || loop->unref_active - unref > timers)
+        return "unref_active does not match the handles' flags";
+    return nullptr;
+}

@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What a program may ask a loop about itself: its counters (tl_loop_stats_get)
+ * and the names of the backends it was created with.
+ */
+#include <cstring>
+
+#include "loop_internal.h"
+
+using namespace tl::detail;
+
+extern "C" {
+
+TL_API const char *tl_loop_timers_name(const tl_loop *loop) {
+    return loop ? loop->timers.backend->name : nullptr;
+}
+
+TL_API const char *tl_loop_io_name(const tl_loop *loop) {
+    return loop ? loop->io->name() : nullptr;
+}
+
+TL_API void tl_loop_stats_get(const tl_loop *loop, tl_loop_stats *out) {
+    if (!out) return;
+    if (!loop) {
+        std::memset(out, 0, sizeof *out);
+        return;
+    }
+    *out = loop->stats;
+    out->timers_active = timers_active(loop);
+    out->unref_active = loop->unref_active;
+}
+
+} // extern "C"

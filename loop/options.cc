@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tl_loop_options: their defaults, their checks, the environment variables
+ * that stand in for unset ones (TICKLOOP_IO, TICKLOOP_TIMERS), and the message
+ * tl_loop_new_error gives when a creation fails.
+ */
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <type_traits>
+
+#include "lifecycle.h"
+#include "loop_internal.h"
+#include "timers/timers.h"
+
+using namespace tl::detail;
+
+namespace {
+
+/* Why the last tl_loop_new on this thread failed (tl_loop_new_error), as
+   dlerror keeps its message: per thread, so that concurrent creations do not
+   see each other's. Empty: the last call succeeded, or none was made. */
+thread_local char new_error[256];
+
+/* The registered timer backends' names, ", "-separated, for a message. */
+void backend_names(char *buf, size_t cap) noexcept {
+    const char *names[64];
+    size_t n = tl_timer_backend_names(names, 64);
+    size_t len = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < n && i < 64 && len < cap; ++i) {
+        int w = std::snprintf(buf + len, cap - len, "%s%s", i ? ", " : "", names[i]);
+        if (w < 0) break;
+        len += (size_t)w;
+    }
+}
+
+/* The default backend until the benchmarks say otherwise (README). */
+constexpr const char *kDefaultTimers = "heap4";
+/* Timer callbacks per iteration before I/O gets its turn. A storm of due
+ * timers then delays a ready socket by at most this many callbacks, while a
+ * batch stays large enough that the per-iteration cost (one wait syscall,
+ * under 1 us) is noise beside it (Netty bounds its expiry batch the same
+ * way). Measured with 1e6 timers due at once (tests/reliability/faults.c):
+ * a heap pops one in 1-3 us at that size, so 65536 let a ready socket wait
+ * 180-220 ms; 8192 bounds it near 25 ms, for about 120 extra waits. */
+constexpr uint32_t kDefaultMaxTimersPerIteration = 8192;
+
+/* The largest timer_slack_ns accepted. Slack lets every wait of the thread
+ * end that much late; past a second no loop wants it (UINT64_MAX made a 10 ms
+ * wait last seconds), and PR_GET_TIMERSLACK, which returns an int, could not
+ * even read back more than 2.1 s. */
+constexpr uint64_t kMaxTimerSlackNs = 1000000000;
+
+/* The largest collect_interval_ns accepted: a loop-wide second of lateness
+ * is a unit mistake more often than a wish; a timer that may wait longer
+ * says so with its own leeway. */
+constexpr uint64_t kMaxCollectIntervalNs = 1000000000;
+
+/* TL_IO_AUTO defers to TICKLOOP_IO; anything else there is a mistake worth
+ * reporting rather than guessing. */
+int resolve_io_kind(const tl_loop_options *opts, tl_io_kind *out) noexcept {
+    /* C may store any int in the enum; reading it as the C++ enum type would
+       be undefined for out-of-range values, so check the raw integer. */
+    std::underlying_type_t<tl_io_kind> raw;
+    std::memcpy(&raw, &opts->io, sizeof raw);
+    if (raw != TL_IO_AUTO && raw != TL_IO_EPOLL && raw != TL_IO_URING)
+        return fail_new(-EINVAL,
+                        "tl_loop_options.io is %d: not TL_IO_AUTO, TL_IO_EPOLL or TL_IO_URING",
+                        (int)raw);
+    tl_io_kind requested = static_cast<tl_io_kind>(raw);
+    *out = requested;
+    if (requested != TL_IO_AUTO) return 0;
+    const char *env = std::getenv("TICKLOOP_IO");
+    if (!env || !*env || std::strcmp(env, "auto") == 0) return 0;
+    if (std::strcmp(env, "epoll") == 0)
+        *out = TL_IO_EPOLL;
+    else if (std::strcmp(env, "io_uring") == 0)
+        *out = TL_IO_URING;
+    else
+        return fail_new(-EINVAL,
+                        "environment variable TICKLOOP_IO='%.64s': not 'epoll', "
+                        "'io_uring' or 'auto' (the values are lower-case)",
+                        env);
+    return 0;
+}
+
+bool is_power_of_two(uint32_t v) noexcept {
+    return v && !(v & (v - 1));
+}
+
+} // namespace
+
+namespace tl::detail {
+
+int fail_new(int err, const char *fmt, ...) noexcept {
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(new_error, sizeof new_error, fmt, ap);
+    va_end(ap);
+    return err;
+}
+
+void clear_new_error() noexcept {
+    new_error[0] = 0;
+}
+
+int resolve_options(const tl_loop_options *opts, LoopSettings *out) noexcept {
+    /* Reserved words are where later fields go (docs/abi.md): refusing
+       non-zero ones now keeps a program that skips tl_loop_options_init()
+       from handing garbage to a field a later version adds. */
+    for (size_t i = 0; i < sizeof opts->reserved / sizeof opts->reserved[0]; ++i)
+        if (opts->reserved[i] != 0)
+            return fail_new(-EINVAL,
+                            "tl_loop_options.reserved[%zu] is not zero (start from "
+                            "tl_loop_options_init)",
+                            i);
+
+    int r = resolve_io_kind(opts, &out->io);
+    if (r < 0) return r;
+    if (opts->wheel_slots && !is_power_of_two(opts->wheel_slots))
+        return fail_new(-EINVAL, "tl_loop_options.wheel_slots is %u: not a power of two",
+                        opts->wheel_slots);
+    if (opts->timer_slack_ns > kMaxTimerSlackNs)
+        return fail_new(-EINVAL, "tl_loop_options.timer_slack_ns is %llu: above 1 s (1000000000)",
+                        (unsigned long long)opts->timer_slack_ns);
+    if (opts->collect_interval_ns > kMaxCollectIntervalNs)
+        return fail_new(-EINVAL,
+                        "tl_loop_options.collect_interval_ns is %llu: above 1 s (1000000000)",
+                        (unsigned long long)opts->collect_interval_ns);
+
+    /* An explicit name must name a backend; an empty environment variable
+       means "unset", as shells treat it. */
+    const char *name = opts->timers;
+    const char *from = "tl_loop_options.timers";
+    if (!name) {
+        name = std::getenv("TICKLOOP_TIMERS");
+        from = "environment variable TICKLOOP_TIMERS";
+        if (!name || !*name) name = kDefaultTimers;
+    }
+    const tl_timer_backend *backend = tl_timer_backend_find(name);
+    if (!backend) {
+        char names[160];
+        backend_names(names, sizeof names);
+        return fail_new(-ENOENT, "%s: unknown timer backend '%.64s'; registered: %s", from, name,
+                        names);
+    }
+    out->timers = backend;
+    out->timers_name = name;
+    out->max_timers_per_iteration = opts->max_timers_per_iteration ? opts->max_timers_per_iteration
+                                                                   : kDefaultMaxTimersPerIteration;
+    out->collect_flags =
+        opts->collect_interval_ns ? leeway_bits(opts->collect_interval_ns) | TIMER_LOOP_LEEWAY : 0;
+    return 0;
+}
+
+} // namespace tl::detail
+
+extern "C" {
+
+TL_API void tl_loop_options_init(tl_loop_options *opts) {
+    if (opts) std::memset(opts, 0, sizeof *opts);
+}
+
+TL_API const char *tl_loop_new_error(void) {
+    return new_error[0] ? new_error : nullptr;
+}
+
+} // extern "C"
