@@ -6,10 +6,12 @@
  * rows in bench-timer-ops-libevent (a separate binary, because Debian's libev
  * exports libevent's symbol names).
  *
- * Rows are named <operation>/<library>/n:<N>/equal:<0|1>[/layout:<0|1>],
+ * Rows are named <operation>/<library>/n:<N>/equal:<0-3>[/layout:<0|1>],
  * e.g. restart/heap4/n:100000/equal:0 or expire/hwheel/n:1000000/equal:0/
- * layout:1. N runs 1e3 - 1e7; --max-n=1e6 leaves out the 1e7 rows (0.6-1.5 GB
- * and seconds of set-up each).
+ * layout:1; equal is the deadline mode (0 random, 1 all equal, 2 batches of
+ * 256, 3 interleaved: timer_ops.h says more). N runs 1e3 - 1e7 (the tie modes
+ * stop at 1e6); --max-n=1e6 leaves out the 1e7 rows (0.6-1.5 GB and seconds
+ * of set-up each).
  * Example: bench-timer-ops --benchmark_filter='restart|expire'
  *          --benchmark_out=ops.json --benchmark_out_format=json
  */

@@ -80,9 +80,11 @@ public:
     static constexpr size_t first_child(size_t i) noexcept { return D * (i - Root) + Root + 1; }
 
     TL_HEAP_INLINE static bool before(const Entry &a, const Entry &b) noexcept {
-        if (a.key != b.key) return a.key < b.key;
+        /* Less first: one compare decides the common case, and its flags
+           serve the equality test (GCC recomputes them otherwise). */
+        if (a.key < b.key) return true;
         if constexpr (Seq)
-            return seq_of(entry_timer(a)) < seq_of(entry_timer(b));
+            return a.key == b.key && seq_of(entry_timer(a)) < seq_of(entry_timer(b));
         else
             return false;
     }
