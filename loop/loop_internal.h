@@ -368,15 +368,15 @@ inline constexpr int kMaxEvents = 256;
 
 struct tl_loop {
     /* Hot: read on every timer start and every iteration. */
-    uint32_t id;   /* non-zero, unique per process: tags handles' owner */
-    bool running;  /* inside tl_loop_run                                */
-    bool stopping; /* tl_loop_stop called                               */
+    uint32_t id;             /* non-zero, unique per process: tags handles' owner */
+    bool running;            /* inside tl_loop_run                                */
+    bool stopping;           /* tl_loop_stop called                               */
+    uint64_t active_handles; /* timers, user I/O, asyncs, signals, hooks */
+    uint64_t unref_active;   /* of those, the unreferenced ones          */
     /* The timers: a domain per clock and the queue driving them
        (timer_queue.h). timers.domain[TL_CLOCK_MONOTONIC].now is tl_now. */
     tl::detail::TimerQueue timers;
     tl::detail::IoBackend *io;
-    uint64_t active_handles;       /* timers, user I/O, asyncs, signals, hooks */
-    uint64_t unref_active;         /* of those, the unreferenced ones          */
     tl_io_kind io_kind;            /* EPOLL or URING: what tl_loop_fork re-creates */
     uint64_t timer_slack_ns;       /* 0: leave alone                           */
     pthread_t run_thread;          /* valid while running: debug thread check  */
@@ -529,14 +529,19 @@ extern "C" void tl_detail_loop_set_clock(tl_loop *loop, tl_detail_clock_fn read,
 extern "C" void tl_detail_loop_clock_changed(tl_loop *loop) noexcept;
 
 /* Every activation and deactivation of a handle goes through these, so that
-   tl_loop_alive (a referenced handle active) is one comparison. */
+   tl_loop_alive (a referenced handle active) is one comparison.
+   The unreferenced count is a branch, not an add of the bool: the two
+   counters then stay two scalar increments (an add of both is vectorised
+   into more instructions than that). */
 inline void handle_activated(tl_loop *loop, bool unref) noexcept {
     ++loop->active_handles;
-    loop->unref_active += unref;
+    if (unref) [[unlikely]]
+        ++loop->unref_active;
 }
 inline void handle_deactivated(tl_loop *loop, bool unref) noexcept {
     --loop->active_handles;
-    loop->unref_active -= unref;
+    if (unref) [[unlikely]]
+        --loop->unref_active;
 }
 /* An active handle's reference changed from `was_unref` to `unref`. */
 inline void handle_ref_changed(tl_loop *loop, bool was_unref, bool unref) noexcept {

@@ -300,6 +300,7 @@ int timers_open(tl_loop *loop, const tl_timer_backend *backend, const tl_timer_c
     q.config = config;
     q.collect_flags = collect_flags;
     q.max_timers = max_timers;
+    q.start_slow = (max_timers ? kSlowMaxTimers : 0u) | (collect_flags ? kSlowCollect : 0u);
     q.max_timers_per_iteration = max_timers_per_iteration;
     for (unsigned c = 0; c < kClocks; ++c) {
         /* The I/O backends' waits end at a CLOCK_MONOTONIC deadline. */
@@ -417,6 +418,7 @@ uint64_t timers_dispatch(tl_loop *loop) noexcept {
         d.dispatch_now = d.now;
         d.dispatching = true;
     }
+    q.start_slow |= kSlowDispatch;
     uint64_t fired = 0;
     for (TimerDomain &d : q.domain)
         if (d.dispatching && fired < cap) fired += dispatch_domain(loop, d, cap - fired);
@@ -429,6 +431,7 @@ uint64_t timers_dispatch(tl_loop *loop) noexcept {
         t->flags &= ~TIMER_DEFERRED;
         if (b->insert(domain_of(loop, t).instance, t) < 0) deactivate(loop, t);
     }
+    q.start_slow &= ~kSlowDispatch;
     TL_DEBUG_VERIFY(loop, "timer dispatch");
     return fired;
 }
@@ -485,6 +488,40 @@ namespace {
     return 0;
 }
 
+/* tl_timer_start of an inactive timer: when no dispatch runs, no option
+   asks for more (start_slow) and the timer holds no lent leeway, it is
+   armed here, on MONOTONIC, with nothing but the backend's insert and the
+   bookkeeping; otherwise start_relative. Out of line, so that the in-place
+   restart needs no frame. */
+[[gnu::noinline]] int start_fresh(tl_loop *loop, tl_timer *t, uint64_t deadline,
+                                  uint64_t repeat_ns) noexcept {
+    TimerQueue &q = loop->timers;
+    const uint32_t f = t->flags;
+    if ((f & (TIMER_ACTIVE | TIMER_LOOP_LEEWAY)) | q.start_slow) [[unlikely]]
+        return start_relative(loop, t, deadline, repeat_ns);
+    /* A relative timer is a MONOTONIC one, not periodic. */
+    t->flags = f & ~(TIMER_CLOCK_MASK | TIMER_PERIODIC);
+    t->deadline = deadline;
+    t->reserved = timer_owner(loop->id, t); /* read only while active */
+    int r = q.backend->insert(q.domain[TL_CLOCK_MONOTONIC].instance, t);
+    if (r < 0) [[unlikely]]
+        return r;
+    const uint32_t g = t->flags | TIMER_ACTIVE;
+    t->flags = g;
+    t->repeat = repeat_ns;
+    handle_activated(loop, g & TIMER_UNREF);
+    TL_DEBUG_VERIFY(loop, "tl_timer_start");
+    return 0;
+}
+
+/* tl_timer_stop of a queued or deferred timer, out of line so that the
+   common stop needs no saved register. */
+[[gnu::noinline]] int stop_listed(tl_loop *loop, tl_timer *t) noexcept {
+    disarm(loop, t);
+    TL_DEBUG_VERIFY(loop, "tl_timer_stop");
+    return 0;
+}
+
 } // namespace
 
 TL_API void tl_timer_init(tl_timer *t, tl_timer_cb cb, void *data) {
@@ -514,7 +551,7 @@ TL_API int tl_timer_start(tl_loop *loop, tl_timer *t, uint64_t timeout_ns, uint6
         TL_DEBUG_VERIFY(loop, "tl_timer_start");
         return 0;
     }
-    return start_relative(loop, t, deadline, repeat_ns);
+    return start_fresh(loop, t, deadline, repeat_ns);
 }
 
 TL_API int tl_timer_start_at(tl_loop *loop, tl_timer *t, tl_clock clock, uint64_t deadline_ns,
@@ -564,7 +601,20 @@ TL_API tl_clock tl_timer_clock(const tl_timer *t) {
 TL_API int tl_timer_stop(tl_loop *loop, tl_timer *t) {
     if (!loop || !t || owned_by_other(loop, t)) return -EINVAL;
     TL_CHECK_LOOP_THREAD(loop);
-    if (t->flags & TIMER_ACTIVE) disarm(loop, t);
+    const uint32_t f = t->flags;
+    if (!(f & (TIMER_QUEUED | TIMER_DEFERRED))) [[likely]] {
+        if (f & TIMER_ACTIVE) {
+            /* Inside its instance: the bookkeeping first (the backend reads
+               no state bit), so that nothing is left after the backend's
+               call and the path needs no saved registers. */
+            t->flags = f & ~TIMER_ACTIVE;
+            handle_deactivated(loop, f & TIMER_UNREF);
+            TimerQueue &q = loop->timers;
+            q.backend->remove(q.domain[(f & TIMER_CLOCK_MASK) >> TIMER_CLOCK_SHIFT].instance, t);
+        }
+    } else {
+        return stop_listed(loop, t);
+    }
     TL_DEBUG_VERIFY(loop, "tl_timer_stop");
     return 0;
 }

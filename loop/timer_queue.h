@@ -61,12 +61,23 @@ struct TimerDomain {
     tl_io watcher;
 };
 
+/* TimerQueue::start_slow. */
+enum : uint32_t {
+    kSlowMaxTimers = 1u << 0, /* max_timers is set: starts count the active timers */
+    kSlowCollect = 1u << 1,   /* collect_flags is set: starts lend the interval   */
+    kSlowDispatch = 1u << 2,  /* timers_dispatch runs: a start may be deferred    */
+};
+
 struct TimerQueue {
     /* Hot: read by every start. */
     const tl_timer_backend *backend; /* every domain's instance is one of it      */
     /* The collect interval as leeway bits | TIMER_LOOP_LEEWAY, or 0: what a
        timer without a leeway of its own gets at start. */
     uint32_t collect_flags;
+    /* Why a start of an inactive timer must take the general path (kSlow*
+       bits), 0 when the inlined one will do: one test for every rarely-set
+       option and for a running dispatch. */
+    uint32_t start_slow;
     /* Started during a dispatch with a deadline already due on a domain
        being dispatched: parked here, out of the backend's reach, so that a
        later chunk of the same dispatch cannot pop them; inserted when the
