@@ -18,7 +18,6 @@
  * their order; timers whose deadlines pass while they are inside wait for
  * their tick's end. The wheel keeps its own position `cur`, at most one
  * tick past the last now it was given.
- * `cur`, at most one tick past the last now it was given.
  *
  * Layout: kLevels levels of 64 slots, each slot a circular doubly-linked list
  * threaded through tl_timer::link, one 64-bit occupancy word per level and a
@@ -73,10 +72,8 @@
  *   causes refreshes it.
  * - Ready timers have e <= cur, or a deadline that had passed when a cascade
  *   put them there; ready_min is a lower bound of their deadlines.
- * - Occupancy bits are set exactly for the non-empty slots, summary bits
- *   exactly for the non-empty levels, and count is the number of timers.
- *   unsorted0 marks level-0 slots that hold a timer placed out of start
- *   order since the slot was last sorted.
+ * - count is the number of timers; the slots' bitmaps keep the invariants
+ *   of LevelSlots.
  * - Slots are FIFO lists. A slot of level L < top covers ticks of one slot of
  *   level L + 1, and is filed into directly only once cur has entered that
  *   slot, that is after it was cascaded; so a cascade appends into an empty
@@ -139,20 +136,70 @@ inline unsigned level_of(uint64_t cur, uint64_t e) noexcept {
     return unsigned(63 - __builtin_clzll((cur ^ e) | (kSlots - 1))) / kSlotBits;
 }
 
-class HWheel : public MallocNew, public GridEntry<HWheel> {
-    friend class GridEntry<HWheel>;
+/* The slots: kLevels levels of kSlots circular lists (node.h), each with a
+ * lower bound of its due times (slot_min), one occupancy word per level and
+ * a summary word with bit L set iff level L has an occupied slot (both set
+ * exactly for the non-empty slots and levels), and unsorted0, the level-0
+ * slots that hold a timer placed out of start order since they were last
+ * sorted (only occupied ones). */
+class LevelSlots {
+protected:
     tl_timer *slots_[kLevels][kSlots] = {};
     uint64_t slot_min_[kLevels][kSlots]; /* ns; meaningful for occupied slots only */
     uint64_t occupied_[kLevels] = {};
     uint64_t levels_ = 0;    /* bit L: occupied_[L] != 0 */
     uint64_t unsorted0_ = 0; /* bit s: level-0 slot s holds a kMoved timer, unsorted */
-    uint32_t seq_ = 0;       /* the last start sequence given */
+
+    /* Appends t, due at due, to (level, slot): minimum and bits follow. */
+    void push(unsigned level, unsigned slot, tl_timer *t, uint64_t due) noexcept {
+        tl_timer *&head = slots_[level][slot];
+        uint64_t &min = slot_min_[level][slot];
+        if (!head) {
+            min = due;
+            occupied_[level] |= bit(slot);
+            levels_ |= bit(level);
+        } else if (due < min) {
+            min = due;
+        }
+        list_push(head, t, false);
+    }
+
+    /* Slot (level, slot) emptied: its occupancy bits go, and a level-0
+       slot's unsorted mark with them. */
+    void emptied(unsigned level, unsigned slot) noexcept {
+        occupied_[level] &= ~bit(slot);
+        if (!occupied_[level]) levels_ &= ~bit(level);
+        if (level == 0) unsorted0_ &= ~bit(slot);
+    }
+
+    /* Removes t from (level, slot), clearing its bits if it emptied. */
+    void unlink(unsigned level, unsigned slot, tl_timer *t) noexcept {
+        tl_timer *&head = slots_[level][slot];
+        list_unlink(head, t);
+        if (!head) emptied(level, slot);
+    }
+
+    /* Detaches the whole list of (level, slot), as a NULL-terminated chain. */
+    tl_timer *take_slot(unsigned level, unsigned slot) noexcept {
+        tl_timer *t = list_take(slots_[level][slot]);
+        emptied(level, slot);
+        return t;
+    }
+
+    /* The lowest occupied level and its lowest occupied slot. Pre: levels_. */
+    unsigned first_level() const noexcept { return unsigned(__builtin_ctzll(levels_)); }
+    unsigned first_slot(unsigned level) const noexcept {
+        return unsigned(__builtin_ctzll(occupied_[level]));
+    }
+};
+
+/* The wheel: filing relative to cur, the lazy reschedule, cascades and pops. */
+class HWheel : public MallocNew, public GridEntry<HWheel>, LevelSlots, StartLog {
+    friend class GridEntry<HWheel>;
     ReadyList ready_;
     uint64_t cur_;
     size_t count_ = 0;
-    uint64_t cascaded_ = 0;         /* timers re-filed by cascades, for benchmarks */
-    uint64_t last_now_;             /* the last now given (create, pop_expired) */
-    uint64_t overdue_ = UINT64_MAX; /* least deadline <= last_now_ filed since a pop */
+    uint64_t cascaded_ = 0; /* timers re-filed by cascades, for benchmarks */
     TickClock clock_;
 
     static unsigned id_of(const tl_timer *t) noexcept { return unsigned(slot_id(t)); }
@@ -165,24 +212,9 @@ class HWheel : public MallocNew, public GridEntry<HWheel> {
 
     static uint64_t span(unsigned level) noexcept { return uint64_t(1) << (kSlotBits * level); }
 
-    /* A start: the next start sequence, not moved. */
-    uintptr_t started() noexcept { return sequence_bits(++seq_); }
-    /* A timer was filed with a deadline that had already passed. */
-    void note_overdue(uint64_t deadline) noexcept {
-        if (deadline < overdue_) overdue_ = deadline;
-    }
-
     /* Pre: t in no list, e = t's fire tick on grid (its grid bits). Post: t
-       started: appended relative to cur with a new start sequence (in the
-       ready list if e < cur), bitmaps and minimum updated. Does not touch
-       count. */
-    void file(tl_timer *t, uint64_t e, uintptr_t grid) noexcept {
-        if (t->deadline <= last_now_) [[unlikely]]
-            note_overdue(t->deadline);
-        place(t, e, grid, started());
-    }
-
-    /* Pre and post as file(), with order = the order bits t gets. */
+       appended relative to cur with the order bits order (in the ready list
+       if e < cur), bitmaps and minimum updated. Does not touch count. */
     void place(tl_timer *t, uint64_t e, uintptr_t grid, uintptr_t order) noexcept {
         if (e < cur_) {
             /* Behind the timers already found due: sorted among them. */
@@ -192,27 +224,9 @@ class HWheel : public MallocNew, public GridEntry<HWheel> {
         }
         unsigned level = level_of(cur_, e);
         unsigned slot = unsigned(e >> (kSlotBits * level)) & (kSlots - 1);
-        tl_timer *&head = slots_[level][slot];
-        uint64_t &min = slot_min_[level][slot];
-        uint64_t due = clock_.due(e);
-        if (!head) {
-            min = due;
-            occupied_[level] |= bit(slot);
-            levels_ |= bit(level);
-        } else if (due < min) {
-            min = due;
-        }
-        list_push(head, t, false);
+        push(level, slot, t, clock_.due(e));
         t->link[2] = order | grid | uintptr_t(level * kSlots + slot);
         if (level == 0 && (order & kMoved)) unsorted0_ |= bit(slot);
-    }
-
-    /* Slot (level, slot) emptied: its occupancy bits go, and a level-0
-       slot's unsorted mark with them. */
-    void emptied(unsigned level, unsigned slot) noexcept {
-        occupied_[level] &= ~bit(slot);
-        if (!occupied_[level]) levels_ &= ~bit(level);
-        if (level == 0) unsorted0_ &= ~bit(slot);
     }
 
     /* Pre: t inside. Post: t in no list; bits cleared if its slot emptied.
@@ -223,17 +237,7 @@ class HWheel : public MallocNew, public GridEntry<HWheel> {
             ready_.unlink(t);
             return;
         }
-        unsigned level = id / kSlots, slot = id % kSlots;
-        tl_timer *&head = slots_[level][slot];
-        list_unlink(head, t);
-        if (!head) emptied(level, slot);
-    }
-
-    /* Detaches the whole list of (level, slot), as a NULL-terminated chain. */
-    tl_timer *take_slot(unsigned level, unsigned slot) noexcept {
-        tl_timer *t = list_take(slots_[level][slot]);
-        emptied(level, slot);
-        return t;
+        unlink(id / kSlots, id % kSlots, t);
     }
 
     /* Pre: (level, slot) is the first occupied slot, level > 0, it starts at
@@ -247,40 +251,13 @@ class HWheel : public MallocNew, public GridEntry<HWheel> {
        sequence and moved mark. So a timer on a grid of 64^level ticks or
        more, whose fire tick starts its slot, is never cascaded, and one on a
        finer grid is not either once its deadline has passed. */
-    void cascade(unsigned level, unsigned slot, uint64_t slot_start, uint64_t now) noexcept {
-        uint64_t early = slot_min_[level][slot] <= now ? now : 0;
-        tl_timer *t = take_slot(level, slot);
-        cur_ = slot_start;
-        while (t) {
-            tl_timer *n = next_of(t);
-            uintptr_t grid = t->link[2] & kGridMask;
-            uint64_t f = clock_.fire_tick(t->deadline, grid);
-            if (f == slot_start ? clock_.due(f) <= now : grid && t->deadline <= early) {
-                ready_.push(t);
-            } else {
-                place(t, f, grid, t->link[2] & kOrderBits);
-                ++cascaded_;
-            }
-            t = n;
-        }
-    }
+    void cascade(unsigned level, unsigned slot, uint64_t slot_start, uint64_t now) noexcept;
 
     /* Pre: level-0 slot is the first occupied, its tick slot_start is now's
        tick + 1, a timer was filed overdue. Post: cur = slot_start; its
        timers whose deadline is <= now are in the ready list, the rest back
        in the slot, in slot order. */
-    void collect_passed(unsigned slot, uint64_t slot_start, uint64_t now) noexcept {
-        tl_timer *t = take_slot(0, slot);
-        cur_ = slot_start;
-        while (t) {
-            tl_timer *n = next_of(t);
-            if (t->deadline <= now)
-                ready_.push(t);
-            else /* back here: f == slot_start, never lazy */
-                place(t, slot_start, t->link[2] & kGridMask, t->link[2] & kOrderBits);
-            t = n;
-        }
-    }
+    void collect_passed(unsigned slot, uint64_t slot_start, uint64_t now) noexcept;
 
 public:
     /* Tick order only: a timer fires within the tick after its deadline. */
@@ -288,8 +265,7 @@ public:
 
     static bool accepts(const tl_timer_config &cfg) noexcept { return cfg.tick_ns != 0; }
 
-    HWheel(const tl_timer_config &cfg, uint64_t now) noexcept
-        : last_now_(now), clock_(cfg.tick_ns) {
+    HWheel(const tl_timer_config &cfg, uint64_t now) noexcept : StartLog(now), clock_(cfg.tick_ns) {
         uint64_t r;
         cur_ = clock_.floor(now, r);
     }
@@ -332,14 +308,12 @@ public:
                     t->deadline = deadline;
                     t->link[2] = started() | kMoved | id | grid;
                     unsorted0_ |= bit(slot);
-                    if (deadline <= last_now_) [[unlikely]]
-                        note_overdue(deadline);
+                    filed_at(deadline);
                     return; /* the slot's minimum is this tick's instant */
                 }
             } else if (e >= slot_start) {
                 t->deadline = deadline;
-                if (deadline <= last_now_) [[unlikely]]
-                    note_overdue(deadline);
+                filed_at(deadline);
                 uint64_t due = clock_.due(e);
                 if (due < min) min = due;
                 t->link[2] =
@@ -366,8 +340,8 @@ public:
     uint64_t next_expiry() const noexcept {
         uint64_t next = UINT64_MAX;
         if (levels_) {
-            unsigned level = unsigned(__builtin_ctzll(levels_));
-            unsigned slot = unsigned(__builtin_ctzll(occupied_[level]));
+            unsigned level = first_level();
+            unsigned slot = first_slot(level);
             uint64_t lower = clock_.first_ns(start(level, slot));
             uint64_t min = slot_min_[level][slot];
             next = min > lower ? min : lower;
@@ -386,15 +360,15 @@ public:
        and every slot that started by then cascaded. */
     tl_timer *pop_expired(uint64_t now) noexcept {
         uint64_t nt = clock_.now_tick(now);
-        last_now_ = now;
+        now_ = now;
         for (;;) {
             if (ready_.head) {
                 --count_;
                 return ready_.pop();
             }
             if (!levels_) break;
-            unsigned level = unsigned(__builtin_ctzll(levels_));
-            unsigned slot = unsigned(__builtin_ctzll(occupied_[level]));
+            unsigned level = first_level();
+            unsigned slot = first_slot(level);
             uint64_t slot_start = start(level, slot);
             if (slot_start > nt) {
                 /* The tick in progress, for overdue timers only. */
@@ -431,75 +405,108 @@ public:
     size_t count() const noexcept { return count_; }
     uint64_t cascaded() const noexcept { return cascaded_; }
 
-    const char *check() const noexcept {
-        size_t seen = 0;
-        if (const char *broken = ready_.check(clock_, cur_, last_now_, seen, count_, "hwheel"))
-            return broken;
-        uint64_t levels = 0;
-        for (unsigned level = 0; level < kLevels; ++level) {
-            for (unsigned slot = 0; slot < kSlots; ++slot) {
-                const tl_timer *head = slots_[level][slot];
-                bool occupied = (occupied_[level] >> slot) & 1;
-                if (occupied != (head != nullptr))
-                    return check_failed("hwheel: occupancy bit of slot %u/%u is %d, slot %s", level,
-                                        slot, occupied, head ? "non-empty" : "empty");
-                if (!head) continue;
-                levels |= bit(level);
-                if (level == kLevels - 1 && slot >= (kSlots >> (kLevels * kSlotBits - 64)))
-                    return check_failed("hwheel: top-level slot %u beyond 64 bits", slot);
-                uint64_t slot_start = start(level, slot);
-                if (level == 0 ? slot_start < cur_ : slot_start <= cur_)
-                    return check_failed("hwheel: slot %u/%u starts at %llu, not after cur %llu",
-                                        level, slot, (unsigned long long)slot_start,
-                                        (unsigned long long)cur_);
-                uint64_t min = slot_min_[level][slot];
-                uint64_t last_tick = slot_start + (span(level) - 1);
-                if (min < clock_.first_ns(slot_start) || min > clock_.time_of(last_tick))
-                    return check_failed("hwheel: slot %u/%u minimum %llu outside its ticks", level,
-                                        slot, (unsigned long long)min);
-                const tl_timer *t = head;
-                do {
-                    if (++seen > count_)
-                        return check_failed("hwheel: more timers linked than count %zu", count_);
-                    if (prev_of(next_of(t)) != t || next_of(prev_of(t)) != t)
-                        return check_failed("hwheel: broken links in slot %u/%u", level, slot);
-                    if (id_of(t) != level * kSlots + slot)
-                        return check_failed("hwheel: timer in slot %u/%u records slot id %u", level,
-                                            slot, id_of(t));
-                    uint64_t e = clock_.fire_tick(t);
-                    if (!(t->link[2] & kLazy)) {
-                        unsigned want_level = level_of(cur_, e);
-                        unsigned want_slot = unsigned(e >> (kSlotBits * want_level)) & (kSlots - 1);
-                        if (e < cur_ || want_level != level || want_slot != slot)
-                            return check_failed("hwheel: timer with fire tick %llu in slot %u/%u, "
-                                                "belongs in %u/%u (cur %llu)",
-                                                (unsigned long long)e, level, slot, want_level,
-                                                want_slot, (unsigned long long)cur_);
-                    } else if (level == 0 || e < slot_start || e - slot_start < span(level)) {
-                        return check_failed("hwheel: lazy mark on a timer with fire tick %llu in "
-                                            "slot %u/%u that needs none",
-                                            (unsigned long long)e, level, slot);
-                    }
-                    uint64_t due = clock_.due(e);
-                    if (min > due)
-                        return check_failed("hwheel: slot %u/%u minimum %llu above due time %llu",
-                                            level, slot, (unsigned long long)min,
-                                            (unsigned long long)due);
-                    t = next_of(t);
-                } while (t != head);
-            }
-        }
-        if (unsorted0_ & ~occupied_[0])
-            return check_failed("hwheel: empty level-0 slots marked unsorted: %#llx",
-                                (unsigned long long)(unsorted0_ & ~occupied_[0]));
-        if (levels != levels_)
-            return check_failed("hwheel: level summary %#llx, occupied levels %#llx",
-                                (unsigned long long)levels_, (unsigned long long)levels);
-        if (seen != count_)
-            return check_failed("hwheel: %zu timers linked, count %zu", seen, count_);
-        return nullptr;
-    }
+    /* The walker: every invariant above; NULL or the first broken one. */
+    const char *check() const noexcept;
 };
+
+inline void HWheel::cascade(unsigned level, unsigned slot, uint64_t slot_start,
+                            uint64_t now) noexcept {
+    uint64_t early = slot_min_[level][slot] <= now ? now : 0;
+    tl_timer *t = take_slot(level, slot);
+    cur_ = slot_start;
+    while (t) {
+        tl_timer *n = next_of(t);
+        uintptr_t grid = t->link[2] & kGridMask;
+        uint64_t f = clock_.fire_tick(t->deadline, grid);
+        if (f == slot_start ? clock_.due(f) <= now : grid && t->deadline <= early) {
+            ready_.push(t);
+        } else {
+            place(t, f, grid, t->link[2] & kOrderBits);
+            ++cascaded_;
+        }
+        t = n;
+    }
+}
+
+inline void HWheel::collect_passed(unsigned slot, uint64_t slot_start, uint64_t now) noexcept {
+    tl_timer *t = take_slot(0, slot);
+    cur_ = slot_start;
+    while (t) {
+        tl_timer *n = next_of(t);
+        if (t->deadline <= now)
+            ready_.push(t);
+        else /* back here: f == slot_start, never lazy */
+            place(t, slot_start, t->link[2] & kGridMask, t->link[2] & kOrderBits);
+        t = n;
+    }
+}
+
+const char *HWheel::check() const noexcept {
+    size_t seen = 0;
+    if (const char *broken = ready_.check(clock_, cur_, now_, seen, count_, "hwheel"))
+        return broken;
+    uint64_t levels = 0;
+    for (unsigned level = 0; level < kLevels; ++level) {
+        for (unsigned slot = 0; slot < kSlots; ++slot) {
+            const tl_timer *head = slots_[level][slot];
+            bool occupied = (occupied_[level] >> slot) & 1;
+            if (occupied != (head != nullptr))
+                return check_failed("hwheel: occupancy bit of slot %u/%u is %d, slot %s", level,
+                                    slot, occupied, head ? "non-empty" : "empty");
+            if (!head) continue;
+            levels |= bit(level);
+            if (level == kLevels - 1 && slot >= (kSlots >> (kLevels * kSlotBits - 64)))
+                return check_failed("hwheel: top-level slot %u beyond 64 bits", slot);
+            uint64_t slot_start = start(level, slot);
+            if (level == 0 ? slot_start < cur_ : slot_start <= cur_)
+                return check_failed("hwheel: slot %u/%u starts at %llu, not after cur %llu", level,
+                                    slot, (unsigned long long)slot_start, (unsigned long long)cur_);
+            uint64_t min = slot_min_[level][slot];
+            uint64_t last_tick = slot_start + (span(level) - 1);
+            if (min < clock_.first_ns(slot_start) || min > clock_.time_of(last_tick))
+                return check_failed("hwheel: slot %u/%u minimum %llu outside its ticks", level,
+                                    slot, (unsigned long long)min);
+            const tl_timer *t = head;
+            do {
+                if (++seen > count_)
+                    return check_failed("hwheel: more timers linked than count %zu", count_);
+                if (prev_of(next_of(t)) != t || next_of(prev_of(t)) != t)
+                    return check_failed("hwheel: broken links in slot %u/%u", level, slot);
+                if (id_of(t) != level * kSlots + slot)
+                    return check_failed("hwheel: timer in slot %u/%u records slot id %u", level,
+                                        slot, id_of(t));
+                uint64_t e = clock_.fire_tick(t);
+                if (!(t->link[2] & kLazy)) {
+                    unsigned want_level = level_of(cur_, e);
+                    unsigned want_slot = unsigned(e >> (kSlotBits * want_level)) & (kSlots - 1);
+                    if (e < cur_ || want_level != level || want_slot != slot)
+                        return check_failed("hwheel: timer with fire tick %llu in slot %u/%u, "
+                                            "belongs in %u/%u (cur %llu)",
+                                            (unsigned long long)e, level, slot, want_level,
+                                            want_slot, (unsigned long long)cur_);
+                } else if (level == 0 || e < slot_start || e - slot_start < span(level)) {
+                    return check_failed("hwheel: lazy mark on a timer with fire tick %llu in "
+                                        "slot %u/%u that needs none",
+                                        (unsigned long long)e, level, slot);
+                }
+                uint64_t due = clock_.due(e);
+                if (min > due)
+                    return check_failed("hwheel: slot %u/%u minimum %llu above due time %llu",
+                                        level, slot, (unsigned long long)min,
+                                        (unsigned long long)due);
+                t = next_of(t);
+            } while (t != head);
+        }
+    }
+    if (unsorted0_ & ~occupied_[0])
+        return check_failed("hwheel: empty level-0 slots marked unsorted: %#llx",
+                            (unsigned long long)(unsorted0_ & ~occupied_[0]));
+    if (levels != levels_)
+        return check_failed("hwheel: level summary %#llx, occupied levels %#llx",
+                            (unsigned long long)levels_, (unsigned long long)levels);
+    if (seen != count_) return check_failed("hwheel: %zu timers linked, count %zu", seen, count_);
+    return nullptr;
+}
 
 } // namespace
 

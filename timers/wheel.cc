@@ -24,10 +24,9 @@
  * e mod N whatever its round, so a timer due beyond one revolution simply stays
  * there: deadlines are absolute, there are no round counters to decrement.
  * slot_min[s] is a lower bound of the due times (fire tick instants) in slot
- * s, so a visit walks a slot only when something in it may be due. Two bitmaps, scanned with ctz
- * over 64-bit words: the occupied slots, and the "active" ones, which have a
- * timer due in the current window, the revolution of ticks
- * [window, window + N). A "due" list holds the timers found due and not yet
+ * s, so a visit walks a slot only when something in it may be due; the
+ * slots and their bitmaps are WheelSlots, the window of due slots
+ * WheelWindow (below). A "due" list holds the timers found due and not yet
  * returned, and any inserted with e < cur.
  *
  * Invariants (checked by wheel_check()):
@@ -42,11 +41,8 @@
  *   stale but low after a cancel or a lazy reschedule, which costs at most
  *   one extra walk). Ready timers have e <= cur; the ready minimum is a lower
  *   bound of their deadlines.
- * - Occupancy bits are set exactly for the non-empty slots; count is the
- *   number of timers in the slots and the ready list.
- * - While the window is valid: no timer in a slot has e before it, and every
- *   slot holding a timer whose e lies in it is active (active slots are
- *   occupied; a stale mark after a cancel is cleared when met).
+ * - count is the number of timers in the slots and the ready list; the
+ *   bitmaps and the window keep the invariants of WheelSlots and WheelWindow.
  *
  * Cost: insert, remove and reschedule are O(1) and never allocate. The known
  * cost of one level is a slot whose timers are all in later rounds: a scan of
@@ -95,39 +91,31 @@ constexpr uint64_t kMaxSlots = uint64_t(1) << 20;
 static_assert(3 * sizeof(uintptr_t) <= timer_link_bytes, "wheel node fits in tl_timer.link");
 static_assert(kMaxSlots < kReady, "slot numbers stay below kReady and the lazy mark");
 
-class Wheel : public MallocNew, public GridEntry<Wheel> {
-    friend class GridEntry<Wheel>;
+/* The slots: N circular lists (node.h), slot_min[s] a lower bound of the due
+ * times in slot s, and two bitmaps of one bit per slot in 64-bit words,
+ * scanned with ctz: the occupied slots (set exactly for the non-empty ones)
+ * and the active ones (kept by WheelWindow; only occupied slots are active).
+ * The arrays are the wheel's only allocation, made once. */
+class WheelSlots {
+protected:
     static constexpr size_t kNone = SIZE_MAX;
 
     tl_timer **slots_ = nullptr;
     uint64_t *slot_min_ = nullptr; /* ns; meaningful for occupied slots only */
     uint64_t *occupied_ = nullptr;
     uint64_t *active_ = nullptr; /* slots that may fire within the window */
-    ReadyList ready_;
-    TickClock clock_;
-    uint64_t mask_;     /* N - 1 */
-    size_t words_;      /* bitmap words, max(N / 64, 1): a power of two */
-    uint64_t max_tick_; /* ceil(UINT64_MAX / tick): the last fire tick */
-    uint64_t cur_;
-    /* The window: the revolution [window_, window_ + N) of ticks for which
-       active_ is kept, starting at the first tick anything may be due; rebuilt
-       in O(occupied slots) when used up. */
-    uint64_t window_ = 0;
-    bool window_valid_ = false;
-    size_t count_ = 0;
-    uint32_t seq_ = 0;              /* the last start sequence given */
-    uint64_t now_;                  /* the last now given (create, pop_expired) */
-    uint64_t overdue_ = UINT64_MAX; /* least deadline <= now_ filed since a pop */
+    uint64_t mask_;              /* N - 1 */
+    size_t words_;               /* bitmap words, max(N / 64, 1): a power of two */
 
-    /* Where scans start: cur, or the window if it starts later (no timer in
-       a slot is due before it). */
-    uint64_t scan_from() const noexcept { return window_valid_ && window_ > cur_ ? window_ : cur_; }
-    /* The first tick at or after from that maps to slot s. */
-    uint64_t visit_tick(uint64_t from, size_t s) const noexcept {
-        return from + ((s - from) & mask_);
+    explicit WheelSlots(uint64_t n) noexcept : mask_(n - 1), words_(n >= 64 ? size_t(n / 64) : 1) {}
+    WheelSlots(const WheelSlots &) = delete;
+    WheelSlots &operator=(const WheelSlots &) = delete;
+    ~WheelSlots() {
+        std::free(slots_);
+        std::free(slot_min_);
+        std::free(occupied_);
+        std::free(active_);
     }
-    /* Whether tick k >= window_ lies in the window. */
-    bool in_window(uint64_t k) const noexcept { return k - window_ <= mask_; }
 
     /* The first set bit at or after from's slot, wrapping around, or kNone: at
        most words_ + 1 word reads, each a ctz. */
@@ -144,37 +132,8 @@ class Wheel : public MallocNew, public GridEntry<Wheel> {
         return word ? (w << 6) | size_t(__builtin_ctzll(word)) : kNone;
     }
 
-    /* A start: the next start sequence, not moved. */
-    uintptr_t started() noexcept { return sequence_bits(++seq_); }
-    /* A timer was filed with a deadline that had already passed. */
-    void note_overdue(uint64_t deadline) noexcept {
-        if (deadline < overdue_) overdue_ = deadline;
-    }
-    /* A re-filing: t's own sequence, marked moved. */
-    static uintptr_t refiled(const tl_timer *t) noexcept {
-        return (t->link[2] & kOrderBits) | kMoved;
-    }
-
-    /* Pre: t in no list, e = its fire tick on grid (its grid bits). Post: t
-       started: appended to slot e mod N with a new start sequence (marked
-       active if e is in the window), or in the ready list if e < cur. Does
-       not touch count. */
-    void file(tl_timer *t, uint64_t e, uintptr_t grid) noexcept {
-        if (t->deadline <= now_) [[unlikely]]
-            note_overdue(t->deadline);
-        place(t, e, grid, started());
-    }
-
-    /* Pre and post as file(), with order = the order bits t gets. */
-    void place(tl_timer *t, uint64_t e, uintptr_t grid, uintptr_t order) noexcept {
-        if (e < cur_) {
-            /* Behind the timers already found due: sorted among them. */
-            t->link[2] = order | kMoved;
-            ready_.push(t);
-            return;
-        }
-        size_t s = size_t(e & mask_);
-        uint64_t due = clock_.due(e);
+    /* Appends t, due at due, to slot s: its minimum and occupancy follow. */
+    void push(size_t s, tl_timer *t, uint64_t due) noexcept {
         if (!slots_[s]) {
             slot_min_[s] = due;
             bit_set(occupied_, s);
@@ -182,13 +141,6 @@ class Wheel : public MallocNew, public GridEntry<Wheel> {
             slot_min_[s] = due;
         }
         list_push(slots_[s], t, false);
-        t->link[2] = order | grid | s;
-        if (window_valid_) {
-            if (e < window_)
-                window_valid_ = false; /* earlier than the window: rebuild it */
-            else if (in_window(e))
-                bit_set(active_, s);
-        }
     }
 
     void slot_emptied(size_t s) noexcept {
@@ -196,51 +148,58 @@ class Wheel : public MallocNew, public GridEntry<Wheel> {
         bit_clear(active_, s);
     }
 
-    /* Pre: t inside. Post: t in no list; its slot's bits cleared if it emptied.
-       Does not touch count. */
-    void unfile(tl_timer *t) noexcept {
-        if (slot_id(t) == kReady) {
-            ready_.unlink(t);
-            return;
-        }
-        size_t s = size_t(slot_id(t));
+    /* Removes t from slot s, clearing its bits if it emptied. */
+    void unlink(size_t s, tl_timer *t) noexcept {
         list_unlink(slots_[s], t);
         if (!slots_[s]) slot_emptied(s);
     }
 
-    /* Pre: the ready list is empty, slot s is visited at tick T, limit <=
-       clock_.time_of(T). Post: its timers due by limit, and those of tick T
-       whose deadline is <= passed (when one was overdue), are in the ready list in slot
-       order, its lazy ones re-filed where their fire tick says, the rest
-       still in slot order, slot_min[s] is exact, and s is active only if a
-       timer of tick T is left. */
-    void collect(size_t s, uint64_t T, uint64_t limit, uint64_t passed) noexcept {
-        tl_timer *t = list_take(slots_[s]);
-        uint64_t min = UINT64_MAX;
-        while (t) {
-            tl_timer *n = next_of(t);
-            uintptr_t grid = t->link[2] & kGridMask;
-            uint64_t f = clock_.fire_tick(t->deadline, grid);
-            uint64_t due = clock_.due(f);
-            if (due <= limit || (f == T && t->deadline <= passed)) {
-                ready_.push(t);
-            } else if ((t->link[2] & kLazy) && (f & mask_) != s) {
-                /* Its fire tick is after T (due > limit), in another slot:
-                   never behind cur, never before the window. */
-                place(t, f, grid, refiled(t));
-            } else {
-                t->link[2] = (t->link[2] & kOrderBits) | grid | s;
-                list_push(slots_[s], t, false);
-                if (due < min) min = due;
-            }
-            t = n;
+public:
+    bool allocate() noexcept {
+        slots_ = static_cast<tl_timer **>(std::calloc(mask_ + 1, sizeof(tl_timer *)));
+        slot_min_ = static_cast<uint64_t *>(std::calloc(mask_ + 1, sizeof(uint64_t)));
+        occupied_ = static_cast<uint64_t *>(std::calloc(words_, sizeof(uint64_t)));
+        active_ = static_cast<uint64_t *>(std::calloc(words_, sizeof(uint64_t)));
+        return slots_ && slot_min_ && occupied_ && active_;
+    }
+};
+
+/* The position cur and the window: the revolution [window, window + N) of
+ * ticks, starting at the first tick at which anything may be due, for which
+ * the active bitmap is kept. While the window is valid, no timer in a slot
+ * has a fire tick before it, and every slot holding a timer whose fire tick
+ * lies in it is active (a stale mark after a cancel is cleared when met). A
+ * used-up window is rebuilt in O(occupied slots), so the next due slot is
+ * one ctz scan and a jump of now skips empty revolutions. */
+class WheelWindow : protected WheelSlots {
+protected:
+    TickClock clock_;
+    uint64_t cur_;
+    uint64_t window_ = 0;
+    bool window_valid_ = false;
+
+    WheelWindow(const tl_timer_config &cfg, uint64_t now) noexcept
+        : WheelSlots(cfg.wheel_slots), clock_(cfg.tick_ns), cur_(now / cfg.tick_ns) {}
+
+    /* Where scans start: cur, or the window if it starts later (no timer in
+       a slot is due before it). */
+    uint64_t scan_from() const noexcept { return window_valid_ && window_ > cur_ ? window_ : cur_; }
+    /* The first tick at or after from that maps to slot s. */
+    uint64_t visit_tick(uint64_t from, size_t s) const noexcept {
+        return from + ((s - from) & mask_);
+    }
+    /* Whether tick k >= window_ lies in the window. */
+    bool in_window(uint64_t k) const noexcept { return k - window_ <= mask_; }
+
+    /* Slot s now holds a timer with fire tick e >= cur: it is active if e is
+       in the window; the window is dropped if e is before it. */
+    void filed(size_t s, uint64_t e) noexcept {
+        if (window_valid_) {
+            if (e < window_)
+                window_valid_ = false; /* earlier than the window: rebuild it */
+            else if (in_window(e))
+                bit_set(active_, s);
         }
-        if (!slots_[s]) {
-            slot_emptied(s);
-            return;
-        }
-        slot_min_[s] = min;
-        if (min > clock_.time_of(T)) bit_clear(active_, s);
     }
 
     /* Pre: some slot occupied. Post: the window starts at the first tick at
@@ -301,6 +260,82 @@ class Wheel : public MallocNew, public GridEntry<Wheel> {
             rebuilt = true;
         }
     }
+};
+
+/* The wheel: filing, the lazy reschedule and the pops, over the window. */
+class Wheel : public MallocNew, public GridEntry<Wheel>, WheelWindow, StartLog {
+    friend class GridEntry<Wheel>;
+
+    ReadyList ready_;
+    uint64_t max_tick_; /* ceil(UINT64_MAX / tick): the last fire tick */
+    size_t count_ = 0;
+
+    /* A re-filing: t's own sequence, marked moved. */
+    static uintptr_t refiled(const tl_timer *t) noexcept {
+        return (t->link[2] & kOrderBits) | kMoved;
+    }
+
+    /* Pre: t in no list, e = its fire tick on grid (its grid bits). Post: t
+       appended to slot e mod N with the order bits order (marked active if e
+       is in the window), or in the ready list if e < cur. Does not touch
+       count. */
+    void place(tl_timer *t, uint64_t e, uintptr_t grid, uintptr_t order) noexcept {
+        if (e < cur_) {
+            /* Behind the timers already found due: sorted among them. */
+            t->link[2] = order | kMoved;
+            ready_.push(t);
+            return;
+        }
+        size_t s = size_t(e & mask_);
+        push(s, t, clock_.due(e));
+        t->link[2] = order | grid | s;
+        filed(s, e);
+    }
+
+    /* Pre: t inside. Post: t in no list; its slot's bits cleared if it emptied.
+       Does not touch count. */
+    void unfile(tl_timer *t) noexcept {
+        if (slot_id(t) == kReady) {
+            ready_.unlink(t);
+            return;
+        }
+        unlink(size_t(slot_id(t)), t);
+    }
+
+    /* Pre: the ready list is empty, slot s is visited at tick T, limit <=
+       clock_.time_of(T). Post: its timers due by limit, and those of tick T
+       whose deadline is <= passed (when one was overdue), are in the ready list in slot
+       order, its lazy ones re-filed where their fire tick says, the rest
+       still in slot order, slot_min[s] is exact, and s is active only if a
+       timer of tick T is left. */
+    void collect(size_t s, uint64_t T, uint64_t limit, uint64_t passed) noexcept {
+        tl_timer *t = list_take(slots_[s]);
+        uint64_t min = UINT64_MAX;
+        while (t) {
+            tl_timer *n = next_of(t);
+            uintptr_t grid = t->link[2] & kGridMask;
+            uint64_t f = clock_.fire_tick(t->deadline, grid);
+            uint64_t due = clock_.due(f);
+            if (due <= limit || (f == T && t->deadline <= passed)) {
+                ready_.push(t);
+            } else if ((t->link[2] & kLazy) && (f & mask_) != s) {
+                /* Its fire tick is after T (due > limit), in another slot:
+                   never behind cur, never before the window. */
+                place(t, f, grid, refiled(t));
+            } else {
+                t->link[2] = (t->link[2] & kOrderBits) | grid | s;
+                list_push(slots_[s], t, false);
+                if (due < min) min = due;
+            }
+            t = n;
+        }
+        if (!slots_[s]) {
+            slot_emptied(s);
+            return;
+        }
+        slot_min_[s] = min;
+        if (min > clock_.time_of(T)) bit_clear(active_, s);
+    }
 
 public:
     /* Tick order only: a timer fires within the tick after its deadline. */
@@ -312,27 +347,11 @@ public:
     }
 
     Wheel(const tl_timer_config &cfg, uint64_t now) noexcept
-        : clock_(cfg.tick_ns), mask_(cfg.wheel_slots - 1),
-          words_(cfg.wheel_slots >= 64 ? size_t(cfg.wheel_slots / 64) : 1),
-          max_tick_(UINT64_MAX / cfg.tick_ns + (UINT64_MAX % cfg.tick_ns != 0)),
-          cur_(now / cfg.tick_ns), now_(now) {}
-    Wheel(const Wheel &) = delete;
-    Wheel &operator=(const Wheel &) = delete;
-    ~Wheel() {
-        std::free(slots_);
-        std::free(slot_min_);
-        std::free(occupied_);
-        std::free(active_);
-    }
+        : WheelWindow(cfg, now), StartLog(now),
+          max_tick_(UINT64_MAX / cfg.tick_ns + (UINT64_MAX % cfg.tick_ns != 0)) {}
 
     /* The only allocation: the slot arrays and bitmaps, once. */
-    bool allocate() noexcept {
-        slots_ = static_cast<tl_timer **>(std::calloc(mask_ + 1, sizeof(tl_timer *)));
-        slot_min_ = static_cast<uint64_t *>(std::calloc(mask_ + 1, sizeof(uint64_t)));
-        occupied_ = static_cast<uint64_t *>(std::calloc(words_, sizeof(uint64_t)));
-        active_ = static_cast<uint64_t *>(std::calloc(words_, sizeof(uint64_t)));
-        return slots_ && slot_min_ && occupied_ && active_;
-    }
+    using WheelSlots::allocate;
 
     /* Pre: t not inside, t->deadline set (any value, even before now). Post:
        t inside, in the slot of its fire tick (the ready list if that tick has
@@ -380,16 +399,10 @@ public:
             }
             t->link[2] = started() | kMoved | s | grid;
             t->deadline = deadline;
-            if (deadline <= now_) [[unlikely]]
-                note_overdue(deadline);
+            filed_at(deadline);
             uint64_t due = clock_.due(e);
             if (due < slot_min_[s]) slot_min_[s] = due;
-            if (window_valid_) {
-                if (e < window_)
-                    window_valid_ = false;
-                else if (in_window(e))
-                    bit_set(active_, s);
-            }
+            filed(s, e);
             return;
         }
         move(t, deadline, e, grid);
@@ -470,74 +483,75 @@ public:
 
     size_t count() const noexcept { return count_; }
 
-    const char *check() const noexcept {
-        size_t seen = 0;
-        if (const char *broken = ready_.check(clock_, cur_, now_, seen, count_, "wheel"))
-            return broken;
-        if (mask_ + 1 < 64 && (occupied_[0] | active_[0]) >> (mask_ + 1))
-            return check_failed("wheel: bitmap bits beyond slot %llu", (unsigned long long)mask_);
-        for (size_t s = 0; s <= mask_; ++s) {
-            const tl_timer *head = slots_[s];
-            bool occupied = bit_test(occupied_, s);
-            if (occupied != (head != nullptr))
-                return check_failed("wheel: occupancy bit of slot %zu is %d, slot %s", s, occupied,
-                                    head ? "non-empty" : "empty");
-            if (bit_test(active_, s) && !occupied)
-                return check_failed("wheel: empty slot %zu marked active", s);
-            if (!head) continue;
-            uint64_t min = slot_min_[s];
-            const tl_timer *t = head;
-            const tl_timer *last_started = nullptr; /* the last one not moved */
-            do {
-                if (++seen > count_)
-                    return check_failed("wheel: more timers linked than count %zu", count_);
-                if (prev_of(next_of(t)) != t || next_of(prev_of(t)) != t)
-                    return check_failed("wheel: broken links in slot %zu", s);
-                bool lazy = t->link[2] & kLazy;
-                if (slot_id(t) != s)
-                    return check_failed("wheel: timer in slot %zu records slot %llu", s,
-                                        (unsigned long long)t->link[2]);
-                uint64_t e = clock_.fire_tick(t);
-                if (((e & mask_) != s) != lazy)
-                    return check_failed("wheel: timer with tick %llu in slot %zu, %s",
-                                        (unsigned long long)e, s, lazy ? "lazy" : "not lazy");
-                if (lazy) {
-                    /* Its slot must be walked (and it re-filed) by its tick. */
-                    uint64_t from = clock_.fire_tick(min) > cur_ ? clock_.fire_tick(min) : cur_;
-                    if (visit_tick(from, s) > e)
-                        return check_failed("wheel: lazy timer with tick %llu in slot %zu, "
-                                            "walked only at %llu",
-                                            (unsigned long long)e, s,
-                                            (unsigned long long)visit_tick(from, s));
-                }
-                if (e < cur_)
-                    return check_failed("wheel: timer with tick %llu in slot %zu behind cur %llu",
-                                        (unsigned long long)e, s, (unsigned long long)cur_);
-                uint64_t due = clock_.due(e);
-                if (min > due)
-                    return check_failed("wheel: slot %zu minimum %llu above due time %llu", s,
-                                        (unsigned long long)min, (unsigned long long)due);
-                if (!(t->link[2] & kMoved)) {
-                    if (kHasSequence && last_started &&
-                        int32_t(sequence_of(t) - sequence_of(last_started)) <= 0)
-                        return check_failed("wheel: slot %zu out of start order", s);
-                    last_started = t;
-                }
-                if (window_valid_ && e < window_)
-                    return check_failed("wheel: timer with tick %llu before the window at %llu",
-                                        (unsigned long long)e, (unsigned long long)window_);
-                if (window_valid_ && !lazy && in_window(e) && !bit_test(active_, s))
-                    return check_failed("wheel: slot %zu holds tick %llu of the window at %llu "
-                                        "but is not active",
-                                        s, (unsigned long long)e, (unsigned long long)window_);
-                t = next_of(t);
-            } while (t != head);
-        }
-        if (seen != count_)
-            return check_failed("wheel: %zu timers linked, count %zu", seen, count_);
-        return nullptr;
-    }
+    /* The walker: every invariant above; NULL or the first broken one. */
+    const char *check() const noexcept;
 };
+
+const char *Wheel::check() const noexcept {
+    size_t seen = 0;
+    if (const char *broken = ready_.check(clock_, cur_, now_, seen, count_, "wheel")) return broken;
+    if (mask_ + 1 < 64 && (occupied_[0] | active_[0]) >> (mask_ + 1))
+        return check_failed("wheel: bitmap bits beyond slot %llu", (unsigned long long)mask_);
+    for (size_t s = 0; s <= mask_; ++s) {
+        const tl_timer *head = slots_[s];
+        bool occupied = bit_test(occupied_, s);
+        if (occupied != (head != nullptr))
+            return check_failed("wheel: occupancy bit of slot %zu is %d, slot %s", s, occupied,
+                                head ? "non-empty" : "empty");
+        if (bit_test(active_, s) && !occupied)
+            return check_failed("wheel: empty slot %zu marked active", s);
+        if (!head) continue;
+        uint64_t min = slot_min_[s];
+        const tl_timer *t = head;
+        const tl_timer *last_started = nullptr; /* the last one not moved */
+        do {
+            if (++seen > count_)
+                return check_failed("wheel: more timers linked than count %zu", count_);
+            if (prev_of(next_of(t)) != t || next_of(prev_of(t)) != t)
+                return check_failed("wheel: broken links in slot %zu", s);
+            bool lazy = t->link[2] & kLazy;
+            if (slot_id(t) != s)
+                return check_failed("wheel: timer in slot %zu records slot %llu", s,
+                                    (unsigned long long)t->link[2]);
+            uint64_t e = clock_.fire_tick(t);
+            if (((e & mask_) != s) != lazy)
+                return check_failed("wheel: timer with tick %llu in slot %zu, %s",
+                                    (unsigned long long)e, s, lazy ? "lazy" : "not lazy");
+            if (lazy) {
+                /* Its slot must be walked (and it re-filed) by its tick. */
+                uint64_t from = clock_.fire_tick(min) > cur_ ? clock_.fire_tick(min) : cur_;
+                if (visit_tick(from, s) > e)
+                    return check_failed("wheel: lazy timer with tick %llu in slot %zu, "
+                                        "walked only at %llu",
+                                        (unsigned long long)e, s,
+                                        (unsigned long long)visit_tick(from, s));
+            }
+            if (e < cur_)
+                return check_failed("wheel: timer with tick %llu in slot %zu behind cur %llu",
+                                    (unsigned long long)e, s, (unsigned long long)cur_);
+            uint64_t due = clock_.due(e);
+            if (min > due)
+                return check_failed("wheel: slot %zu minimum %llu above due time %llu", s,
+                                    (unsigned long long)min, (unsigned long long)due);
+            if (!(t->link[2] & kMoved)) {
+                if (kHasSequence && last_started &&
+                    int32_t(sequence_of(t) - sequence_of(last_started)) <= 0)
+                    return check_failed("wheel: slot %zu out of start order", s);
+                last_started = t;
+            }
+            if (window_valid_ && e < window_)
+                return check_failed("wheel: timer with tick %llu before the window at %llu",
+                                    (unsigned long long)e, (unsigned long long)window_);
+            if (window_valid_ && !lazy && in_window(e) && !bit_test(active_, s))
+                return check_failed("wheel: slot %zu holds tick %llu of the window at %llu "
+                                    "but is not active",
+                                    s, (unsigned long long)e, (unsigned long long)window_);
+            t = next_of(t);
+        } while (t != head);
+    }
+    if (seen != count_) return check_failed("wheel: %zu timers linked, count %zu", seen, count_);
+    return nullptr;
+}
 
 } // namespace
 

@@ -219,9 +219,9 @@ public:
 /* The wheels' insert and reschedule paths up to the grid, shared (CRTP): a
  * timer without leeway takes the inlined path on grid 0, one flags test more
  * than before leeway existed; one with leeway goes out of line to derive its
- * grid. W provides clock_ (TickClock), file(t, e, grid) (Pre: t in no list,
- * e its fire tick on grid) and reschedule_to(t, deadline, e, grid), and
- * befriends this class. */
+ * grid. W provides clock_ (TickClock), StartLog, place(t, e, grid, order)
+ * (Pre: t in no list, e its fire tick on grid; t gets the order bits order)
+ * and reschedule_to(t, deadline, e, grid), and befriends this class. */
 template <class W>
 class GridEntry {
     W &wheel() noexcept { return static_cast<W &>(*this); }
@@ -236,6 +236,14 @@ class GridEntry {
     }
 
 protected:
+    /* Pre: t in no list, e = its fire tick on grid (its grid bits). Post: t
+       started (a new start sequence) and placed there; noted if overdue.
+       Does not touch count. */
+    void file(tl_timer *t, uint64_t e, uintptr_t grid) noexcept {
+        wheel().filed_at(t->deadline);
+        wheel().place(t, e, grid, wheel().started());
+    }
+
     /* Pre: t in no list, t->deadline set. Post: filed at the fire tick of its
        deadline on the grid of its leeway now. */
     void file_new(tl_timer *t) noexcept {
@@ -253,6 +261,27 @@ public:
             reschedule_on_grid(t, deadline);
         else
             wheel().reschedule_to(t, deadline, wheel().clock_.fire_tick(deadline), 0);
+    }
+};
+
+/* What both wheels keep of the starts and nows they are given: the last
+ * start sequence, the last now (create, pop_expired), and the least deadline
+ * at or before it filed since the last pop (the next pop hands such a timer
+ * out with the passed timers of its tick). */
+class StartLog {
+protected:
+    uint32_t seq_ = 0;
+    uint64_t now_;
+    uint64_t overdue_ = UINT64_MAX;
+
+    explicit StartLog(uint64_t now) noexcept : now_(now) {}
+
+    /* A start: the next start sequence, not moved. */
+    uintptr_t started() noexcept { return sequence_bits(++seq_); }
+    /* A timer is filed with this deadline: noted if it has already passed. */
+    void filed_at(uint64_t deadline) noexcept {
+        if (deadline <= now_) [[unlikely]]
+            if (deadline < overdue_) overdue_ = deadline;
     }
 };
 
