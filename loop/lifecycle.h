@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Internal to loop/: what creating, running and freeing a loop share between
- * lifecycle.cc (tl_loop_new, tl_loop_free, tl_loop_fork), options.cc (the
- * options checked and resolved, and tl_loop_new_error's message) and
- * slack.cc (the thread's timer slack while a loop runs).
+ * lifecycle.cc (tl_loop_new, tl_loop_free, tl_loop_fork) and options.cc
+ * (the options checked and resolved, and tl_loop_new_error's message).
  */
 #ifndef TICKLOOP_LOOP_LIFECYCLE_H
 #define TICKLOOP_LOOP_LIFECYCLE_H
@@ -32,11 +31,6 @@ int resolve_options(const tl_loop_options *opts, LoopSettings *out) noexcept;
    clear_new_error empties it (tl_loop_new starts with it). */
 [[gnu::format(printf, 2, 3)]] int fail_new(int err, const char *fmt, ...) noexcept;
 void clear_new_error() noexcept;
-
-/* slack.cc: tl_loop_options.timer_slack_ns on the thread that runs the loop.
-   apply at the start of each run; release when the loop is freed. */
-void apply_timer_slack(tl_loop *loop) noexcept;
-void release_timer_slack(tl_loop *loop) noexcept;
 
 } // namespace tl::detail
 

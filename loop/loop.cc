@@ -23,7 +23,6 @@
  */
 #include <cerrno>
 
-#include "lifecycle.h"
 #include "loop_internal.h"
 #include "timers/timers.h"
 

@@ -497,6 +497,11 @@ void streams_close(tl_loop *loop) noexcept;
 
 /* Runs the active hooks of one kind in start order (hook.cc). */
 void hooks_run(tl_loop *loop, tl_hook_kind kind) noexcept;
+/* slack.cc: tl_loop_options.timer_slack_ns on the thread that runs the loop:
+   applied at the start of each run (loop.cc), released when the loop is
+   freed (lifecycle.cc). */
+void apply_timer_slack(tl_loop *loop) noexcept;
+void release_timer_slack(tl_loop *loop) noexcept;
 /* tl_loop_fork's steps for the loop's own descriptors: each creates a new
    kernel object, moves its internal watcher onto it (io_replace_fd; the new
    I/O backend then sees it among the registrations) and closes the inherited

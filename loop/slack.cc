@@ -7,7 +7,6 @@
 #include <pthread.h>
 #include <sys/prctl.h>
 
-#include "lifecycle.h"
 #include "loop_internal.h"
 
 using namespace tl::detail;
