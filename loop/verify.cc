@@ -123,6 +123,12 @@ void loop_verify(tl_loop *loop, const char *where) noexcept {
         by_wait += d.by_wait;
     }
     if (by_wait != 1) fail(where, "not exactly one domain woken by the wait");
+    /* start_slow caches the options a start must honour; a domain being
+       dispatched needs the dispatch bit (a start may have to be deferred). */
+    if (!(q.start_slow & kSlowMaxTimers) != !q.max_timers ||
+        !(q.start_slow & kSlowCollect) != !q.collect_flags ||
+        (dispatching && !(q.start_slow & kSlowDispatch)))
+        fail(where, "start_slow disagrees with the options or the dispatch");
     if (!dispatching && (q.ready.count || q.deferred.count))
         fail(where, "ready or deferred timers outside the dispatch");
     uint64_t timers = timers_active(loop);
