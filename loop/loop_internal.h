@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <ctime>
 #include <pthread.h>
+#include <sys/uio.h>
 
 #include "lateness.h"
 #include "tickloop/timer_backend.h"
@@ -66,6 +67,10 @@ inline constexpr unsigned req_kind(uint64_t tag) noexcept {
 inline constexpr uint64_t req_base(uint64_t tag) noexcept {
     return tag & ~(3ull << 62);
 }
+/* Buffers per vectored send on the completion path (a request's buffers
+ * beyond it go in the following sends); the backend keeps that many iovecs
+ * per SQE. */
+inline constexpr int kSendIovMax = 16;
 
 /* TL_READ/TL_WRITE <-> poll(2) bits. epoll's EPOLLIN/OUT/PRI/ERR/HUP/RDHUP
  * have the same values as poll's, so one pair serves both backends. */
@@ -236,9 +241,11 @@ public:
         (void)fd;
         return -ENOSYS;
     }
-    /* Submits one send (REQ_SEND) of len bytes at buf, MSG_NOSIGNAL. */
-    virtual int stream_send(int fd, const void *buf, uint32_t len) noexcept {
-        (void)fd, (void)buf, (void)len;
+    /* Submits one vectored send (REQ_SEND) of the n (1..kSendIovMax)
+       buffers in iov, MSG_NOSIGNAL. The array is copied: it may go once this
+       returns. */
+    virtual int stream_send(int fd, const struct iovec *iov, int n) noexcept {
+        (void)fd, (void)iov, (void)n;
         return -ENOSYS;
     }
     /* Arms a multishot accept (REQ_ACCEPT), NONBLOCK|CLOEXEC sockets. */
@@ -248,6 +255,11 @@ public:
     }
     /* Cancels fd's request of that kind (its last CQE still arrives). */
     virtual void stream_cancel(int fd, unsigned kind) noexcept { (void)fd, (void)kind; }
+    /* Called after remove(fd): ends every kernel request on fd before it
+       returns, so that none holds the file once the caller closes it (a
+       listening socket then frees its port at once). Backends whose requests
+       hold no file reference (epoll) have nothing to do. */
+    virtual void release_fd(int fd) noexcept { (void)fd; }
     /* A buffer a receive completion named; its return to the ring. */
     virtual const void *buffer(uint32_t bid) noexcept {
         (void)bid;
@@ -418,8 +430,10 @@ struct tl_loop {
     /* Streams and listeners (loop/stream.cc). */
     tl_stream *stream_pending_head; /* streams with callbacks due: FIFO */
     tl_stream *stream_pending_tail;
-    uint64_t stream_unref; /* bound streams and started listeners that are unreferenced */
-    void *read_buf;        /* the readiness path's one read buffer; null until used */
+    uint64_t stream_unref;  /* bound streams and started listeners that are unreferenced */
+    void *read_buf;         /* the readiness path's one read buffer; null until used */
+    struct iovec *iov_free; /* copies of 2-4 buffer write arrays: free blocks */
+    void *iov_chunks;       /* the chunks those blocks come from (stream.cc)    */
     uint32_t read_buffer_size, read_buffer_count;
     bool streams_completion; /* io_uring completion path (else readiness)       */
     uint32_t accepts_paused; /* listeners paused after an accept error          */

@@ -34,12 +34,16 @@
  *
  * Write queue: wq_head .. wq_tail in queued order; the requests before
  * wq_send are complete (status set, callback due), wq_send is the first
- * with bytes left. Nothing is allocated: the requests are the caller's and
- * sendmsg's iovec array is on the stack.
+ * with bytes left. The requests are the caller's; the array of a request of
+ * 1 to 4 buffers is copied (into the request, or a block of the loop's that
+ * goes back when the request completes), so the caller's may be on its
+ * stack. Each send is one sendmsg of the buffers gathered from the queue
+ * (its iovec array on the stack; io_uring copies it into its SQE's slot).
  */
 #include <cerrno>
 #include <climits>
 #include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
@@ -68,7 +72,8 @@ enum : uint32_t {
     S_CLOSING = 1u << 3, /* tl_stream_close called, close callback due  */
     S_CLOSED = 1u << 4,  /* closed: fd gone, callback run                */
     S_PENDING = 1u << 5, /* on the loop's pending list                  */
-    S_UNREF = 1u << 6,   /* tl_stream_set_ref(.., 0)                     */
+    S_UNREF = 1u << 6,   /* tl_stream_set_ref(.., 0); a closing stream still
+                            counts as referenced until its close callback */
 };
 
 /* A stream's requests in the completion backend, in io.priv[1]. */
@@ -92,6 +97,18 @@ enum : uint32_t {
 /* tl_write_req::flags. */
 enum : uint32_t {
     REQ_QUEUED = 1u << 0,
+    REQ_BLOCK = 1u << 1, /* bufs.many.iov is a block of the loop's copies */
+};
+
+/* Arrays of up to this many buffers are copied by tl_stream_write: one into
+ * the request itself, 2 to 4 into a block of the loop's. */
+constexpr int kCopiedIov = 4;
+/* Blocks are carved from chunks of this many, kept until the loop is freed:
+ * after the most writes of 2-4 buffers ever queued at once, none allocates. */
+constexpr size_t kBlocksPerChunk = 64;
+struct IovChunk {
+    IovChunk *next;
+    struct iovec blocks[kBlocksPerChunk][kCopiedIov];
 };
 
 /* Default read buffers: 16 KiB takes a typical HTTP request (and a burst of
@@ -190,6 +207,158 @@ int bind(tl_loop *loop, tl_stream *s, bool need_fd) noexcept {
     return 0;
 }
 
+/* ---- the write queue ----------------------------------------------------- */
+
+/* A free block links to the next through its first iov_base. */
+void iov_block_put(tl_loop *loop, struct iovec *block) noexcept {
+    block[0].iov_base = loop->iov_free;
+    loop->iov_free = block;
+}
+
+struct iovec *iov_block_get(tl_loop *loop) noexcept {
+    if (!loop->iov_free) {
+        auto *chunk = static_cast<IovChunk *>(std::malloc(sizeof(IovChunk)));
+        if (!chunk) return nullptr;
+        chunk->next = static_cast<IovChunk *>(loop->iov_chunks);
+        loop->iov_chunks = chunk;
+        for (auto &block : chunk->blocks) iov_block_put(loop, block);
+    }
+    struct iovec *block = loop->iov_free;
+    loop->iov_free = static_cast<struct iovec *>(block[0].iov_base);
+    return block;
+}
+
+/* A request's array is read only while it has bytes left: its block goes
+ * back to the loop as soon as it completes. */
+void release_bufs(tl_loop *loop, tl_write_req *req) noexcept {
+    if (!(req->flags & REQ_BLOCK)) return;
+    req->flags &= ~REQ_BLOCK;
+    iov_block_put(loop, const_cast<struct iovec *>(req->bufs.many.iov));
+}
+
+/* The buffer a request sends next, from where its sent bytes end. One
+ * buffer is the request's own copy, advanced in place; a longer array is
+ * read at (index, offset). */
+size_t cur_left(const tl_write_req *req) noexcept {
+    if (req->index >= req->iovcnt) return 0;
+    if (req->iovcnt == 1) return req->bufs.one.iov_len;
+    return req->bufs.many.iov[req->index].iov_len - req->bufs.many.offset;
+}
+
+void next_buf(tl_write_req *req) noexcept {
+    ++req->index;
+    if (req->iovcnt != 1) req->bufs.many.offset = 0;
+}
+
+/* n (<= cur_left) more bytes of the current buffer were sent. */
+void consume(tl_write_req *req, size_t n) noexcept {
+    if (req->iovcnt == 1) {
+        req->bufs.one.iov_base = static_cast<char *>(req->bufs.one.iov_base) + n;
+        req->bufs.one.iov_len -= n;
+    } else {
+        req->bufs.many.offset += n;
+    }
+    if (cur_left(req) == 0) next_buf(req);
+}
+
+/* Steps over empty buffers; false when none with bytes is left. */
+bool skip_empty(tl_write_req *req) noexcept {
+    while (req->index < req->iovcnt && cur_left(req) == 0) next_buf(req);
+    return req->index < req->iovcnt;
+}
+
+#ifndef NDEBUG
+/* Debug builds: a caller's array (more than kCopiedIov buffers) must stay
+   unchanged until its callback. Its hash is kept in `status`, which is
+   unused until the request completes, and compared whenever a send is
+   prepared from it. */
+uint32_t iov_hash(const struct iovec *iov, int n) noexcept {
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < n; ++i) {
+        h = (h ^ reinterpret_cast<uintptr_t>(iov[i].iov_base)) * 1099511628211ull;
+        h = (h ^ iov[i].iov_len) * 1099511628211ull;
+    }
+    return (uint32_t)(h ^ h >> 32);
+}
+
+void check_caller_iov(const tl_write_req *req) noexcept {
+    if (req->iovcnt <= kCopiedIov) return;
+    if ((uint32_t)req->status == iov_hash(req->bufs.many.iov, req->iovcnt)) return;
+    std::fprintf(stderr,
+                 "tickloop: tl_stream_write(): the array of %d buffers changed before its "
+                 "write completed; arrays of more than %d buffers must stay valid and "
+                 "unchanged until the callback\n",
+                 req->iovcnt, kCopiedIov);
+    std::abort();
+}
+#else
+void check_caller_iov(const tl_write_req *) noexcept {}
+#endif
+
+/* Stores the request's array: copied when it has up to kCopiedIov buffers
+ * (so the caller's may be on its stack), else the caller's own. */
+int set_bufs(tl_loop *loop, tl_write_req *req, const struct iovec *iov, int iovcnt) noexcept {
+    req->flags = REQ_QUEUED;
+    req->iovcnt = iovcnt;
+    req->index = 0;
+    req->status = 0;
+    if (iovcnt == 1) {
+        req->bufs.one = iov[0];
+        return 0;
+    }
+    req->bufs.many.offset = 0;
+    if (iovcnt > kCopiedIov || iovcnt == 0) {
+        req->bufs.many.iov = iov;
+#ifndef NDEBUG
+        if (iovcnt) req->status = (int)iov_hash(iov, iovcnt);
+#endif
+        return 0;
+    }
+    struct iovec *block = iov_block_get(loop);
+    if (!block) return -ENOMEM;
+    std::memcpy(block, iov, (size_t)iovcnt * sizeof *iov);
+    req->bufs.many.iov = block;
+    req->flags |= REQ_BLOCK;
+    return 0;
+}
+
+/* Fills v with up to cap buffers of the queue from wq_send on, skipping
+ * empty ones: of every queued request, or of wq_send alone (the completion
+ * path sends one request at a time, so that a close knows which requests
+ * the kernel holds). Returns their number; *total is their bytes, at most
+ * `limit` (the last buffer is shortened to keep it). */
+int gather(tl_stream *s, struct iovec *v, int cap, bool whole_queue, size_t limit,
+           size_t *total) noexcept {
+    int n = 0;
+    size_t bytes = 0;
+    for (tl_write_req *req = s->wq_send; req && n < cap && bytes < limit; req = req->next) {
+        check_caller_iov(req);
+        bool first = req == s->wq_send;
+        int i = first ? req->index : 0;
+        for (; i < req->iovcnt && n < cap && bytes < limit; ++i) {
+            size_t len, off = 0;
+            char *base;
+            if (req->iovcnt == 1) {
+                base = static_cast<char *>(req->bufs.one.iov_base);
+                len = req->bufs.one.iov_len;
+            } else {
+                off = first && i == req->index ? req->bufs.many.offset : 0;
+                base = static_cast<char *>(req->bufs.many.iov[i].iov_base) + off;
+                len = req->bufs.many.iov[i].iov_len - off;
+            }
+            if (len == 0) continue;
+            if (len > limit - bytes) len = limit - bytes;
+            v[n].iov_base = base;
+            v[n].iov_len = len;
+            bytes += len;
+            ++n;
+        }
+        if (!whole_queue) break;
+    }
+    *total = bytes;
+    return n;
+}
+
 /* Readiness the stream needs from the backend now (readiness path). */
 unsigned wanted(const tl_stream *s) noexcept {
     if (s->flags & (S_CLOSING | S_CLOSED)) return 0;
@@ -206,14 +375,15 @@ void update_interest(tl_loop *loop, tl_stream *s) noexcept {
 }
 
 size_t req_bytes_left(const tl_write_req *req) noexcept {
-    size_t n = 0;
-    for (int i = req->index; i < req->iovcnt; ++i) n += req->iov[i].iov_len;
-    return n - req->offset;
+    size_t n = cur_left(req);
+    for (int i = req->index + 1; i < req->iovcnt; ++i) n += req->bufs.many.iov[i].iov_len;
+    return n;
 }
 
 /* Completes wq_send with `status` and moves to the next request. */
 void complete_send(tl_loop *loop, tl_stream *s, int status) noexcept {
     tl_write_req *req = s->wq_send;
+    release_bufs(loop, req);
     req->status = status;
     s->wq_send = req->next;
     mark_pending(loop, s);
@@ -234,14 +404,13 @@ void advance(tl_loop *loop, tl_stream *s, size_t n) noexcept {
     s->wq_bytes -= n;
     while (tl_write_req *req = s->wq_send) {
         while (req->index < req->iovcnt) {
-            size_t left = req->iov[req->index].iov_len - req->offset;
+            size_t left = cur_left(req);
             if (n < left) {
-                req->offset += n;
+                consume(req, n);
                 return;
             }
             n -= left;
-            req->offset = 0;
-            ++req->index;
+            next_buf(req);
         }
         complete_send(loop, s, 0);
     }
@@ -251,19 +420,8 @@ void advance(tl_loop *loop, tl_stream *s, size_t n) noexcept {
 void flush_writes(tl_loop *loop, tl_stream *s) noexcept {
     while (s->wq_send && s->error == 0) {
         struct iovec v[kSendIov];
-        int n = 0;
-        size_t total = 0;
-        for (tl_write_req *req = s->wq_send; req && n < kSendIov; req = req->next) {
-            for (int i = req == s->wq_send ? req->index : 0; i < req->iovcnt && n < kSendIov; ++i) {
-                size_t off = req == s->wq_send && i == req->index ? req->offset : 0;
-                size_t len = req->iov[i].iov_len - off;
-                if (len == 0) continue;
-                v[n].iov_base = static_cast<char *>(req->iov[i].iov_base) + off;
-                v[n].iov_len = len;
-                total += len;
-                ++n;
-            }
-        }
+        size_t total;
+        int n = gather(s, v, kSendIov, true, SSIZE_MAX, &total);
         if (n == 0) { /* only empty requests left */
             advance(loop, s, 0);
             return;
@@ -319,18 +477,15 @@ void start_send(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept {
     if (sc(s) & SC_SEND) return;
     while (tl_write_req *req = s->wq_send) {
         if (s->error || (s->flags & S_CLOSING)) return;
-        while (req->index < req->iovcnt && req->iov[req->index].iov_len == req->offset) {
-            ++req->index;
-            req->offset = 0;
-        }
-        if (req->index == req->iovcnt) {
+        if (!skip_empty(req)) {
             complete_send(loop, s, 0);
             continue;
         }
-        size_t left = req->iov[req->index].iov_len - req->offset;
-        uint32_t len = left > (1u << 30) ? 1u << 30 : (uint32_t)left;
-        int r = io->stream_send(
-            s->fd, static_cast<char *>(req->iov[req->index].iov_base) + req->offset, len);
+        /* A completion's res is 32 bits: a send is at most 1 GiB. */
+        struct iovec v[kSendIovMax];
+        size_t total;
+        int n = gather(s, v, kSendIovMax, false, (size_t)1 << 30, &total);
+        int r = io->stream_send(s->fd, v, n);
         if (r < 0) {
             s->error = r;
             fail_writes(loop, s, r);
@@ -409,6 +564,7 @@ void send_completion(tl_loop *loop, tl_stream *s, const ReadyEvent &ev) noexcept
             advance(loop, s, (size_t)ev.res);
             if (s->wq_send == req) status = -ECANCELED; /* bytes left */
         }
+        release_bufs(loop, req);
         req->status = status;
         s->wq_send = nullptr;
         s->wq_bytes = 0;
@@ -567,9 +723,7 @@ void finish_close(tl_loop *loop, tl_stream *s) noexcept {
     if (s->flags & S_REG) io_unregister(loop, &s->io);
     sc(s) = 0;
     if (s->fd >= 0) close(s->fd);
-    bool unref = s->flags & S_UNREF;
-    handle_deactivated(loop, unref);
-    loop->stream_unref -= unref;
+    handle_deactivated(loop, false); /* closing: counted as referenced */
     --loop->stats.streams_active;
     s->flags = S_MAGIC | S_CLOSED | (s->flags & S_UNREF);
     s->io.priv[0] = 0;
@@ -623,6 +777,13 @@ int streams_configure(tl_loop *loop, const tl_loop_options *opts) noexcept {
 void streams_close(tl_loop *loop) noexcept {
     std::free(loop->read_buf);
     loop->read_buf = nullptr;
+    for (auto *chunk = static_cast<IovChunk *>(loop->iov_chunks); chunk;) {
+        IovChunk *next = chunk->next;
+        std::free(chunk);
+        chunk = next;
+    }
+    loop->iov_chunks = nullptr;
+    loop->iov_free = nullptr;
 }
 
 void stream_event(tl_loop *loop, tl_io *w, const ReadyEvent &ev) noexcept {
@@ -773,15 +934,11 @@ TL_API int tl_stream_write(tl_loop *loop, tl_stream *s, tl_write_req *req, const
     if (req == s->wq_head || req == s->wq_send || req == s->wq_tail) return -EBUSY;
     r = bind(loop, s, true);
     if (r < 0) return r;
+    r = set_bufs(loop, req, iov, iovcnt);
+    if (r < 0) return r;
     req->stream = s;
     req->cb = cb;
-    req->iov = iov;
-    req->iovcnt = iovcnt;
-    req->index = 0;
-    req->offset = 0;
-    req->status = 0;
     req->next = nullptr;
-    req->flags = REQ_QUEUED;
     if (s->wq_tail)
         s->wq_tail->next = req;
     else
@@ -813,6 +970,13 @@ TL_API int tl_stream_close(tl_loop *loop, tl_stream *s, tl_close_cb cb) {
     int r = check_stream(loop, s);
     if (r < 0) return r;
     bind(loop, s, false);
+    /* Until its close callback has run, a closing stream keeps the loop
+       alive, referenced or not (libuv counts closing handles too): every run
+       mode then reaches the iteration that completes it. */
+    if (s->flags & S_UNREF) {
+        handle_ref_changed(loop, true, false);
+        --loop->stream_unref;
+    }
     s->flags = (s->flags & ~S_READING) | S_CLOSING;
     s->close_cb = cb;
     if (loop->streams_completion) {
@@ -848,7 +1012,8 @@ TL_API int tl_stream_set_ref(tl_loop *loop, tl_stream *s, int ref) {
         s->flags &= ~S_UNREF;
     else
         s->flags |= S_UNREF;
-    if (bound && was != !ref) {
+    /* A closing stream counts as referenced whatever its flag says. */
+    if (bound && !(s->flags & S_CLOSING) && was != !ref) {
         handle_ref_changed(loop, was, !ref);
         loop->stream_unref += ref ? (uint64_t)-1 : 1;
     }
@@ -907,6 +1072,9 @@ TL_API int tl_listener_stop(tl_loop *loop, tl_listener *l) {
     }
     if (loop->streams_completion) cancel_accept(loop, l);
     io_unregister(loop, &l->io);
+    /* The listening socket is the caller's to close now: no kernel request
+       may keep its port bound past that close. */
+    loop->io->release_fd(l->fd);
     bool unref = l->flags & L_UNREF;
     handle_deactivated(loop, unref);
     loop->stream_unref -= unref;

@@ -367,10 +367,25 @@ public:
         return 0;
     }
 
-    int stream_send(int fd, const void *buf, uint32_t len) noexcept override {
+    /* The msghdr and iovecs of a sendmsg live in the slot of sends_ that
+       has the SQE's index: an SQE slot is reused only after the kernel has
+       consumed the SQE, and by then it has copied both (IORING_FEAT_SUBMIT_STABLE,
+       Linux 5.7; the completion path needs 6.0). So the caller's array may go
+       as soon as this returns, and nothing is allocated per send. */
+    int stream_send(int fd, const struct iovec *iov, int n) noexcept override {
+        if (n < 1 || n > kSendIovMax) return -EINVAL;
+        if (!sends_) {
+            sends_ = static_cast<SendSlot *>(std::calloc(ring_.sq.ring_entries, sizeof *sends_));
+            if (!sends_) return -ENOMEM;
+        }
         io_uring_sqe *sqe = get_sqe();
         if (!sqe) return -EBUSY;
-        io_uring_prep_send(sqe, fd, buf, len, MSG_NOSIGNAL);
+        SendSlot &slot = sends_[sqe - ring_.sq.sqes];
+        std::memcpy(slot.iov, iov, (size_t)n * sizeof *iov);
+        std::memset(&slot.msg, 0, sizeof slot.msg);
+        slot.msg.msg_iov = slot.iov;
+        slot.msg.msg_iovlen = (size_t)n;
+        io_uring_prep_sendmsg(sqe, fd, &slot.msg, MSG_NOSIGNAL);
         io_uring_sqe_set_data64(sqe, req_tag(slot_tag(fd), REQ_SEND));
         return 0;
     }
@@ -391,6 +406,26 @@ public:
         }
         io_uring_prep_cancel64(sqe, req_tag(slot_tag(fd), kind), 0);
         io_uring_sqe_set_data64(sqe, kBackendTag);
+    }
+
+    /* The queued SQEs go first (a poll or an accept not yet submitted, and
+       the cancellations queued for fd); then a synchronous cancel of
+       whatever is still in flight on fd (Linux 6.0; on older kernels the
+       submitted cancellations do the same work), and the deferred task
+       work that completes the cancelled requests and drops their file
+       references. Their CQEs are reaped by the next wait and dropped there,
+       their registration being gone. */
+    void release_fd(int fd) noexcept override {
+        if (!ring_ready_ || enable() < 0) return;
+        io_uring_submit(&ring_);
+        struct io_uring_sync_cancel_reg reg;
+        std::memset(&reg, 0, sizeof reg);
+        reg.fd = fd;
+        reg.flags = IORING_ASYNC_CANCEL_FD | IORING_ASYNC_CANCEL_ALL;
+        reg.timeout.tv_sec = -1;
+        reg.timeout.tv_nsec = -1;
+        io_uring_register_sync_cancel(&ring_, &reg);
+        io_uring_get_events(&ring_);
     }
 
     const void *buffer(uint32_t bid) noexcept override { return bufs_ + (size_t)bid * buf_size_; }
@@ -456,6 +491,7 @@ private:
         std::free(park_next_);
         std::free(park_len_);
         std::free(br_);
+        std::free(sends_);
     }
 
     /* Publishes the queued SQEs to the kernel (liburing's flush: the ring is
@@ -751,6 +787,11 @@ private:
     uint16_t *park_next_ = nullptr;          /* parked chains: next id + 1    */
     uint32_t *park_len_ = nullptr;           /* parked buffers' lengths       */
     uint32_t buf_count_ = 0, buf_size_ = 0;
+    struct SendSlot {
+        struct msghdr msg;
+        struct iovec iov[kSendIovMax];
+    };
+    SendSlot *sends_ = nullptr; /* one per SQE slot, allocated with the first send */
 };
 
 } // namespace

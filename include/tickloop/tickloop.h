@@ -623,7 +623,10 @@ TL_API int tl_loop_fork(tl_loop *loop);
  * callback has run it is an active handle of that loop: it keeps
  * tl_loop_run(TL_RUN_DEFAULT) running unless unreferenced
  * (tl_stream_set_ref), makes tl_loop_free return -EBUSY, and survives
- * tl_loop_fork. A started listener likewise, until tl_listener_stop. One fd
+ * tl_loop_fork. Once closed (tl_stream_close) it keeps the loop alive until
+ * its close callback has run, referenced or not, as libuv's closing handles
+ * do: tl_loop_run in any mode runs the iteration that completes it. A
+ * started listener is active until tl_listener_stop. One fd
  * carries at most one stream, listener or tl_io watcher per loop: a second
  * stream or listener on it gets -EBUSY (tl_io_start on it keeps returning
  * -EEXIST).
@@ -681,16 +684,24 @@ struct tl_write_req {
     void *data;        /* the caller's                                        */
     /* private */
     tl_write_cb cb;
-    const struct iovec *iov;
     tl_write_req *next;
-    size_t offset; /* bytes of iov[index] already sent */
+    union {
+        struct iovec one; /* a write of one buffer: its copy, advanced as sent */
+        struct {
+            const struct iovec *iov; /* 2-4 buffers: the loop's copy; more: the caller's */
+            size_t offset;           /* bytes of iov[index] already sent */
+        } many;
+    } bufs;
     int iovcnt;
-    int index; /* first iov element not fully sent */
+    int index; /* first buffer not fully sent */
     int status;
     uint32_t flags;
 };
 TL_STATIC_ASSERT(sizeof(void *) != 8 || sizeof(tl_write_req) == 64,
                  "tl_write_req keeps its size (a handle embedded in the caller's objects)");
+TL_STATIC_ASSERT(offsetof(tl_write_req, stream) == 0 &&
+                     offsetof(tl_write_req, data) == sizeof(void *),
+                 "tl_write_req's public fields keep their offsets");
 
 struct tl_listener {
     /* public, read-only except data */
@@ -729,12 +740,21 @@ TL_API int tl_stream_read_stop(tl_loop *loop, tl_stream *s);
 
 /* Queues the iovcnt buffers at iov (0 to IOV_MAX, 1024, of them; 0 queues
  * nothing but still completes in order) for sending after every write queued
- * before it. req, iov and the buffers stay the caller's and must stay valid
- * and unchanged until cb runs; req must not be queued already. Writes
- * complete in the order queued, always from the loop (never inside this
- * call); a short send is continued by the loop. Never raises SIGPIPE: a
- * closed peer is -EPIPE in cb, and once a send fails every write queued on s
- * later completes with that error. Allocates nothing. Returns 0, -EINVAL
+ * before it. The array iov is copied before this call returns when it holds
+ * 1 to 4 buffers (as uv_write copies its uv_buf_t array), so a
+ * stack-allocated `struct iovec v[1..4]` is safe on every path; a longer
+ * array must stay valid and unchanged until cb runs (debug builds abort,
+ * naming the call, when they find it changed as its send is prepared). req
+ * and the buffers themselves stay the caller's until cb runs; req must not be
+ * queued already. The buffers go to the kernel as one vectored send
+ * (sendmsg), never one send per buffer. Writes complete in the order queued,
+ * always from the loop (never inside this call); a short send is continued
+ * by the loop. Never raises SIGPIPE: a closed peer is -EPIPE in cb, and once
+ * a send fails every write queued on s later completes with that error.
+ * Nothing is allocated per write: the copies of 2-4 buffer arrays live in
+ * storage the loop reuses, which grows only when more such writes are queued
+ * at once than ever before. Returns 0, -ENOMEM (that storage could not
+ * grow), -EINVAL
  * (NULL loop, s, req or cb; iov NULL with iovcnt > 0; iovcnt out of range or
  * lengths adding up beyond SSIZE_MAX; s not initialised or bound to another
  * loop), -EPIPE (s closing), -EBUSY (req is the first, the sending or the
@@ -767,13 +787,16 @@ TL_API int tl_stream_close(tl_loop *loop, tl_stream *s, tl_close_cb cb);
 TL_API int tl_listener_start(tl_loop *loop, tl_listener *l, int fd, tl_accept_cb cb, void *data);
 
 /* Stops accepting; no callback after it returns (a connection the kernel
- * accepted for l meanwhile is closed by the loop). l may then be freed.
- * Returns 0 (also when not started) or -EINVAL (NULL, started on another
+ * accepted for l meanwhile is closed by the loop). l may then be freed. The
+ * loop lets go of the listening socket before this returns, on every
+ * backend: once the caller has closed fd, its port can be bound again and a
+ * connect to it is refused, without another iteration. Returns 0 (also when not started) or -EINVAL (NULL, started on another
  * loop). Loop thread. */
 TL_API int tl_listener_stop(tl_loop *loop, tl_listener *l);
 
 /* As tl_io_set_ref (see "References"): ref 0 makes s or l, bound or not, not
- * keep tl_loop_run(TL_RUN_DEFAULT) running. Returns 0 or -EINVAL (NULL
+ * keep tl_loop_run(TL_RUN_DEFAULT) running (a closing stream keeps it until
+ * its close callback, whatever its reference). Returns 0 or -EINVAL (NULL
  * arguments, s not initialised, bound to another loop). Loop thread. */
 TL_API int tl_stream_set_ref(tl_loop *loop, tl_stream *s, int ref);
 TL_API int tl_listener_set_ref(tl_loop *loop, tl_listener *l, int ref);
