@@ -228,6 +228,26 @@ static void server_stop(struct child *c, const char *stats_marker) {
 /* Clients                                                                  */
 /* ------------------------------------------------------------------------ */
 
+/* connect() that survives a signal (the servers these tests fork end with
+ * SIGCHLD): an interrupted connect goes on in the kernel, so it is waited
+ * for and its result read from SO_ERROR, never retried (that would be
+ * EALREADY). Returns 0, or -1 with errno set. */
+static int connect_retrying(int fd, const struct sockaddr *sa, socklen_t len) {
+    if (connect(fd, sa, len) == 0) return 0;
+    if (errno != EINTR) return -1;
+    struct pollfd p = {.fd = fd, .events = POLLOUT};
+    int r;
+    while ((r = poll(&p, 1, IO_TIMEOUT_MS)) < 0 && errno == EINTR) {
+    }
+    if (r == 0) errno = ETIMEDOUT;
+    if (r <= 0) return -1;
+    int err = 0;
+    socklen_t elen = sizeof err;
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) < 0) return -1;
+    errno = err;
+    return err ? -1 : 0;
+}
+
 static int connect_to(int port) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     cr_assert(fd >= 0, "socket: %s", strerror(errno));
@@ -241,8 +261,8 @@ static int connect_to(int port) {
     sa.sin_family = AF_INET;
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     sa.sin_port = htons((uint16_t)port);
-    cr_assert(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0, "connect to %d: %s", port,
-              strerror(errno));
+    cr_assert(connect_retrying(fd, (struct sockaddr *)&sa, sizeof sa) == 0, "connect to %d: %s",
+              port, strerror(errno));
     return fd;
 }
 
@@ -567,7 +587,7 @@ Test(http_hello, answers_keepalive_pipelined_and_split_requests) {
         struct sockaddr_in sa = {.sin_family = AF_INET,
                                  .sin_port = htons((uint16_t)port),
                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        cr_assert(connect(slow->fd, (struct sockaddr *)&sa, sizeof sa) == 0);
+        cr_assert(connect_retrying(slow->fd, (struct sockaddr *)&sa, sizeof sa) == 0);
         enum { MANY = 3000 };
         static const char tiny[] = "GET / HTTP/1.1\r\n\r\n";
         static char flood[MANY * (sizeof tiny - 1) + 1];
@@ -684,8 +704,8 @@ Test(http_hello, listens_on_ipv6_loopback) {
     cr_assert(strstr(srv.log, "listening on [::1]:"), "%s", srv.log);
     int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sa.sin6_port = htons((uint16_t)port);
-    cr_assert(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0, "connect [::1]:%d: %s", port,
-              strerror(errno));
+    cr_assert(connect_retrying(fd, (struct sockaddr *)&sa, sizeof sa) == 0, "connect [::1]:%d: %s",
+              port, strerror(errno));
     struct http_conn *c = http_conn_new();
     c->fd = fd;
     send_str(fd, GET);

@@ -474,7 +474,9 @@ BACKEND_TEST(hooks, timer_from_check) {
     tl_hook_init(&F.check, TL_HOOK_CHECK, f_check, NULL);
     tl_timer_init(&F.timer, f_timer, NULL);
     cr_assert_eq(tl_hook_start(loop, &F.check), 0);
-    cr_assert_eq(tl_timer_start(loop, &F.timer, 50 * MS, 0), 0);
+    /* Far enough that a slow first iteration (valgrind on a loaded machine)
+       cannot reach it before the check hook restarts it. */
+    cr_assert_eq(tl_timer_start(loop, &F.timer, 10000 * MS, 0), 0);
     cr_assert_eq(tl_loop_run(loop, TL_RUN_NOWAIT), 1);
     cr_assert_eq(F.check_ran, 1, "%s", p->name);
     cr_assert_eq(tl_loop_run(loop, TL_RUN_DEFAULT), 0);
