@@ -189,12 +189,12 @@ void io_stop_internal(tl_loop *loop, tl_io *w) noexcept {
     if (w->flags & IO_ACTIVE) stop(loop, w);
 }
 
-int io_register(tl_loop *loop, tl_io *w, uint32_t kind) noexcept {
+int io_register(tl_loop *loop, tl_io *w, uint32_t kind, bool known_open) noexcept {
     if (w->fd < 0) return -EBADF;
     int r = reserve_fd(loop, w->fd);
     if (r < 0) return r;
     /* reserve_fd checks only when the table grows. */
-    if (fcntl(w->fd, F_GETFD) < 0) return -errno;
+    if (!known_open && fcntl(w->fd, F_GETFD) < 0) return -errno;
     IoSlot &slot = loop->io_slots[w->fd];
     if (slot.watcher) return -EBUSY;
     w->gen = next_gen(loop);

@@ -437,6 +437,7 @@ struct tl_loop {
     uint32_t read_buffer_size, read_buffer_count;
     bool streams_completion; /* io_uring completion path (else readiness)       */
     uint32_t accepts_paused; /* listeners paused after an accept error          */
+    int accepted_fd;         /* the fd an accept callback is running for, or -1 */
     tl_timer accept_timer;   /* resumes them (unreferenced, started on demand) */
 
     tl_loop_stats stats; /* counters; the *_active fields are kept live */
@@ -485,8 +486,10 @@ void io_internal_error(tl_loop *loop, const char *what, int err) noexcept;
    backend; -EBUSY if fd is taken, -EBADF if it is not open. io_interest then
    sets the readiness the backend waits for (0: none: the backend forgets the
    fd, so that a hung-up idle socket cannot make the loop spin); io_unregister
-   drops the registration. Handle counts are the caller's. */
-int io_register(tl_loop *loop, tl_io *w, uint32_t kind) noexcept;
+   drops the registration. Handle counts are the caller's. known_open: the
+   caller knows fd is open (the loop accepted it a moment ago), so no syscall
+   checks it. */
+int io_register(tl_loop *loop, tl_io *w, uint32_t kind, bool known_open = false) noexcept;
 int io_interest(tl_loop *loop, tl_io *w, unsigned events) noexcept;
 void io_unregister(tl_loop *loop, tl_io *w) noexcept;
 /* stream.cc: an event (readiness, or a completion on io_uring) for a

@@ -172,26 +172,29 @@ void mark_pending(tl_loop *loop, tl_stream *s) noexcept {
     loop->stream_pending_tail = s;
 }
 
-/* Makes s an active handle of loop: registers fd (non-blocking from now on).
- * A close of a stream whose fd cannot be registered (not open, say) binds it
- * without a registration (`need_fd` false), so its callback can still run. */
-int bind(tl_loop *loop, tl_stream *s, bool need_fd) noexcept {
-    if (s->flags & S_BOUND) return 0;
-    int r = 0;
+/* Checks that fd is an open socket and makes it non-blocking: 0 or -errno. */
+int prepare_fd(int fd) noexcept {
+    if (fd < 0) return -EBADF;
     int type;
     socklen_t len = sizeof type;
-    if (s->fd < 0)
-        r = -EBADF;
-    else if (getsockopt(s->fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0)
-        r = -errno;
-    if (r == 0) {
-        int fl = fcntl(s->fd, F_GETFL);
-        if (fl < 0 || (!(fl & O_NONBLOCK) && fcntl(s->fd, F_SETFL, fl | O_NONBLOCK) < 0))
-            r = -errno;
-    }
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0) return -errno;
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || (!(fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)) return -errno;
+    return 0;
+}
+
+/* Makes s an active handle of loop: registers fd (non-blocking from now on).
+ * A close of a stream whose fd cannot be registered (not open, say) binds it
+ * without a registration (`need_fd` false), so its callback can still run.
+ * The socket an accept callback is running for was made by accept4 with
+ * SOCK_NONBLOCK a moment ago: it needs none of prepare_fd's syscalls. */
+int bind(tl_loop *loop, tl_stream *s, bool need_fd) noexcept {
+    if (s->flags & S_BOUND) return 0;
+    const bool accepted = s->fd >= 0 && s->fd == loop->accepted_fd;
+    int r = accepted ? 0 : prepare_fd(s->fd);
     if (r == 0) {
         s->io.fd = s->fd;
-        r = io_register(loop, &s->io, IO_STREAM);
+        r = io_register(loop, &s->io, IO_STREAM, accepted);
     }
     if (r == 0) {
         s->flags |= S_REG;
@@ -359,12 +362,18 @@ int gather(tl_stream *s, struct iovec *v, int cap, bool whole_queue, size_t limi
     return n;
 }
 
-/* Readiness the stream needs from the backend now (readiness path). */
+/* Readiness the stream needs from the backend now (readiness path): write
+ * interest while a request has bytes left. Once set, it is kept while sent
+ * requests wait for their callbacks: a callback that writes again (a bulk
+ * sender) then finds it set, and the pass that runs them drops it if none
+ * did, so a stream of writes costs no epoll_ctl per write. A writable event
+ * in between finds nothing to send and cannot spin: that pass runs in the
+ * same iteration. A write sent at once never sets it. */
 unsigned wanted(const tl_stream *s) noexcept {
     if (s->flags & (S_CLOSING | S_CLOSED)) return 0;
     unsigned ev = 0;
     if (s->flags & S_READING) ev |= TL_READ;
-    if (s->wq_send && s->error == 0) ev |= TL_WRITE;
+    if (s->error == 0 && (s->wq_send || (s->wq_head && (s->io.events & TL_WRITE)))) ev |= TL_WRITE;
     return ev;
 }
 
@@ -688,7 +697,9 @@ void listener_event(tl_loop *loop, tl_listener *l) noexcept {
             return;
         }
         ++loop->stats.accepts;
+        loop->accepted_fd = fd;
         accept_cb(l)(loop, l, fd);
+        loop->accepted_fd = -1;
         /* The callback may have stopped l and freed it. */
         if (!io_current(loop, tag)) return;
     }
@@ -705,7 +716,9 @@ void accept_completion(tl_loop *loop, tl_listener *l, const ReadyEvent &ev) noex
                still a connection for the callback. */
         }
         ++loop->stats.accepts;
+        loop->accepted_fd = res;
         accept_cb(l)(loop, l, res);
+        loop->accepted_fd = -1;
         if (!io_current(loop, tag)) return; /* stopped (and maybe freed) */
     } else if (res != -ECANCELED && res != -EINTR && res != -ECONNABORTED && res != -EPROTO &&
                res != -EAGAIN) {
@@ -754,7 +767,11 @@ uint64_t run_stream(tl_loop *loop, tl_stream *s) noexcept {
     if ((s->flags & S_CLOSING) && !s->wq_head && !(s->flags & S_PENDING)) {
         ++ran;
         finish_close(loop, s);
+        return ran;
     }
+    /* The callbacks may have freed s, but only after closing it (a closing
+       stream is not freed before its close callback). */
+    if (ran && !(s->flags & (S_CLOSING | S_CLOSED))) update_interest(loop, s);
     return ran;
 }
 
@@ -769,6 +786,7 @@ int streams_configure(tl_loop *loop, const tl_loop_options *opts) noexcept {
     if (!is_pow2(count) || count > kMaxReadBufferCount) return -EINVAL;
     loop->read_buffer_size = size;
     loop->read_buffer_count = count;
+    loop->accepted_fd = -1;
     tl_timer_init(&loop->accept_timer, on_accept_timer, nullptr);
     tl_timer_set_ref(loop, &loop->accept_timer, 0);
     return 0;
@@ -954,8 +972,10 @@ TL_API int tl_stream_write(tl_loop *loop, tl_stream *s, tl_write_req *req, const
     if (loop->streams_completion) {
         start_send(loop, loop->io, s);
     } else if (first) {
+        /* Sent at once: the pending pass runs the callback, and there is
+           no interest to change before it. */
         flush_writes(loop, s);
-        update_interest(loop, s);
+        if (s->wq_send) update_interest(loop, s);
     }
     return 0;
 }
