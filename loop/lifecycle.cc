@@ -57,7 +57,7 @@ void live_remove(tl_loop *loop) noexcept {
 /* An explicit kind fails with the kernel's answer and never switches
  * silently; AUTO prefers io_uring and falls back to epoll when io_uring is
  * missing, refused (seccomp, kernel.io_uring_disabled) or too old. */
-int create_io(tl_loop *loop, tl_io_kind kind, IoBackend **out) noexcept {
+int open_io(tl_loop *loop, tl_io_kind kind, IoBackend **out) noexcept {
     switch (kind) {
     case TL_IO_URING:
         return uring_backend_create(loop, out);
@@ -68,6 +68,13 @@ int create_io(tl_loop *loop, tl_io_kind kind, IoBackend **out) noexcept {
         return epoll_backend_create(loop, out);
     }
     return -EINVAL;
+}
+
+/* The streams' path follows what the backend just created offers. */
+int create_io(tl_loop *loop, tl_io_kind kind, IoBackend **out) noexcept {
+    int r = open_io(loop, kind, out);
+    if (r == 0) streams_choose_path(loop);
+    return r;
 }
 
 } // namespace

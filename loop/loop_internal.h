@@ -376,6 +376,8 @@ enum : uint32_t {
    iteration; 256 is libev's and libuv's order of magnitude. */
 inline constexpr int kMaxEvents = 256;
 
+struct StreamPath;
+
 } // namespace tl::detail
 
 struct tl_loop {
@@ -435,10 +437,11 @@ struct tl_loop {
     struct iovec *iov_free; /* copies of 2-4 buffer write arrays: free blocks */
     void *iov_chunks;       /* the chunks those blocks come from (stream.cc)    */
     uint32_t read_buffer_size, read_buffer_count;
-    bool streams_completion; /* io_uring completion path (else readiness)       */
-    uint32_t accepts_paused; /* listeners paused after an accept error          */
-    int accepted_fd;         /* the fd an accept callback is running for, or -1 */
-    tl_timer accept_timer;   /* resumes them (unreferenced, started on demand) */
+    bool streams_completion;                   /* io_uring completion path (else readiness)       */
+    const tl::detail::StreamPath *stream_path; /* the path's table (stream_core.h) */
+    uint32_t accepts_paused;                   /* listeners paused after an accept error          */
+    int accepted_fd;                           /* the fd an accept callback is running for, or -1 */
+    tl_timer accept_timer;                     /* resumes them (unreferenced, started on demand) */
 
     tl_loop_stats stats; /* counters; the *_active fields are kept live */
     tl::detail::ReadyEvent events[tl::detail::kMaxEvents];
@@ -511,6 +514,9 @@ inline bool streams_pending(const tl_loop *loop) noexcept {
 /* Validates and applies the read-buffer options; -EINVAL if out of range. */
 int streams_configure(tl_loop *loop, const tl_loop_options *opts) noexcept;
 void streams_close(tl_loop *loop) noexcept;
+/* Sets the loop's stream path from what its new I/O backend offers
+   (streams_completion): once per backend created. */
+void streams_choose_path(tl_loop *loop) noexcept;
 
 /* Runs the active hooks of one kind in start order (hook.cc). */
 void hooks_run(tl_loop *loop, tl_hook_kind kind) noexcept;

@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The completion path of streams (io_uring): the backend keeps a multishot
+ * receive per reading stream into its ring of provided buffers and one
+ * vectored send per writing stream; their completions arrive as ReadyEvents
+ * with revents kCompletion (uring.cc). Data received while a stream does
+ * not read is parked, in order, in the ring's buffers until it reads again.
+ */
+#include <cerrno>
+
+#include "stream_core.h"
+
+using namespace tl::detail;
+
+namespace {
+
+/* Arms the multishot receive of a reading stream, unless one is armed or
+   parked data must go first (the pending pass delivers it, then arms). */
+void start_recv(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept {
+    if ((s->flags & (S_READING | S_CLOSING)) != S_READING || (sc(s) & SC_RECV)) return;
+    if (s->parked) {
+        mark_pending(loop, s);
+        return;
+    }
+    int r = io->stream_recv(s->fd);
+    if (r < 0) {
+        io_internal_error(loop, "io_uring receive", r);
+        return;
+    }
+    sc(s) |= SC_RECV;
+}
+
+void cancel_recv(tl_loop *loop, tl_stream *s) noexcept {
+    if ((sc(s) & (SC_RECV | SC_CANCEL)) != SC_RECV) return;
+    loop->io->stream_cancel(s->fd, REQ_RECV);
+    sc(s) |= SC_CANCEL;
+}
+
+/* Submits the next send of the queue (one in flight per stream; a short
+   send is continued from its completion). Empty requests complete here. */
+void start_send(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept {
+    if (sc(s) & SC_SEND) return;
+    while (tl_write_req *req = s->wq_send) {
+        if (s->error || (s->flags & S_CLOSING)) return;
+        if (!skip_empty(req)) {
+            complete_send(loop, s, 0);
+            continue;
+        }
+        /* A completion's res is 32 bits: a send is at most 1 GiB. */
+        struct iovec v[kSendIovMax];
+        size_t total;
+        int n = gather(s, v, kSendIovMax, false, (size_t)1 << 30, &total);
+        int r = io->stream_send(s->fd, v, n);
+        if (r < 0) {
+            s->error = r;
+            fail_writes(loop, s, r);
+            return;
+        }
+        sc(s) |= SC_SEND;
+        return;
+    }
+}
+
+/* Returns every parked buffer of s to the ring. */
+void drop_parked(tl_loop *loop, tl_stream *s) noexcept {
+    uint32_t bid, len;
+    while (loop->io->buffer_unpark(&s->parked, &bid, &len)) loop->io->buffer_release(bid);
+}
+
+/* Delivers the data parked while s did not read, oldest first. */
+void deliver_parked(tl_loop *loop, tl_stream *s) noexcept {
+    uint32_t bid, len;
+    while ((s->flags & (S_READING | S_CLOSING)) == S_READING &&
+           loop->io->buffer_unpark(&s->parked, &bid, &len)) {
+        ++loop->stats.stream_reads;
+        s->read_cb(loop, s, loop->io->buffer(bid), (ptrdiff_t)len);
+        loop->io->buffer_release(bid);
+    }
+}
+
+void recv_completion(tl_loop *loop, tl_stream *s, const ReadyEvent &ev) noexcept {
+    const bool more = ev.cflags & IORING_CQE_F_MORE_BIT;
+    if (!more) sc(s) &= ~(SC_RECV | SC_CANCEL);
+    if (ev.cflags & IORING_CQE_F_BUFFER_BIT) {
+        uint32_t bid = ev.cflags >> 16;
+        if (s->flags & S_CLOSING) {
+            loop->io->buffer_release(bid);
+        } else if (!(s->flags & S_READING) || s->parked) {
+            /* Received before a read_stop took effect, or behind data still
+               parked: kept, in order, for the reader. */
+            loop->io->buffer_park(&s->parked, bid, (uint32_t)ev.res);
+            if (s->flags & S_READING) mark_pending(loop, s);
+        } else {
+            ++loop->stats.stream_reads;
+            s->read_cb(loop, s, loop->io->buffer(bid), ev.res);
+            loop->io->buffer_release(bid);
+        }
+    } else if (ev.res == -ENOBUFS) {
+        /* The ring ran dry; the data waits in the socket. The buffers the
+           other streams' callbacks give back in this dispatch refill the
+           ring before the re-armed receive reaches the kernel. */
+        ++loop->stats.buffer_ring_exhausted;
+    } else if (ev.res == -EINTR || ev.res == -EAGAIN) {
+        /* Interrupted inside the kernel (a cancellation racing the
+           receive, say): not the socket's error; re-armed below. */
+    } else if (ev.res != -ECANCELED && (s->flags & (S_READING | S_CLOSING)) == S_READING) {
+        if (s->parked) {
+            /* EOF or an error behind parked data: the parked data goes
+               first; the re-armed receive reports the end again. */
+            mark_pending(loop, s);
+        } else {
+            s->flags &= ~S_READING; /* EOF (res 0) or -errno */
+            s->read_cb(loop, s, nullptr, ev.res);
+        }
+        return;
+    }
+    if (!more) start_recv(loop, loop->io, s);
+}
+
+void send_completion(tl_loop *loop, tl_stream *s, const ReadyEvent &ev) noexcept {
+    sc(s) &= ~SC_SEND;
+    tl_write_req *req = s->wq_send;
+    if (!req) return;
+    if (s->flags & S_CLOSING) {
+        /* The requests behind it were cancelled by the close. A send the
+           cancellation interrupted (-EINTR) was cancelled too. */
+        int status = ev.res == -EINTR ? -ECANCELED : ev.res < 0 ? ev.res : 0;
+        if (ev.res >= 0) {
+            advance(loop, s, (size_t)ev.res);
+            if (s->wq_send == req) status = -ECANCELED; /* bytes left */
+        }
+        release_bufs(loop, req);
+        req->status = status;
+        s->wq_send = nullptr;
+        s->wq_bytes = 0;
+        mark_pending(loop, s);
+        return;
+    }
+    if (ev.res == -EINTR || ev.res == -EAGAIN) {
+        start_send(loop, loop->io, s); /* interrupted, not failed: again */
+        return;
+    }
+    if (ev.res < 0) {
+        s->error = ev.res;
+        fail_writes(loop, s, ev.res);
+        return;
+    }
+    advance(loop, s, (size_t)ev.res);
+    start_send(loop, loop->io, s);
+}
+
+int prepare_read(tl_loop *loop) noexcept {
+    return loop->io->stream_buffers();
+}
+
+int read_started(tl_loop *loop, tl_stream *s) noexcept {
+    start_recv(loop, loop->io, s);
+    return 0;
+}
+
+void write_queued(tl_loop *loop, tl_stream *s, bool) noexcept {
+    start_send(loop, loop->io, s);
+}
+
+void closing(tl_loop *loop, tl_stream *s) noexcept {
+    cancel_recv(loop, s);
+    drop_parked(loop, s);
+    tl_write_req *sending = sc(s) & SC_SEND ? s->wq_send : nullptr;
+    if (!sending) {
+        fail_writes(loop, s, -ECANCELED);
+        return;
+    }
+    /* The kernel holds its buffer: the send is cancelled (a send waiting
+       for room in the socket would wait for ever) and completes with its
+       own result (send_completion); the rest are cancelled now. */
+    loop->io->stream_cancel(s->fd, REQ_SEND);
+    s->wq_send = sending->next;
+    fail_writes(loop, s, -ECANCELED);
+    s->wq_send = sending;
+}
+
+void event(tl_loop *loop, tl_stream *s, const ReadyEvent &ev) noexcept {
+    if ((ev.revents & kCompletionKindMask) == REQ_RECV)
+        recv_completion(loop, s, ev);
+    else
+        send_completion(loop, s, ev);
+}
+
+void before_callbacks(tl_loop *loop, tl_stream *s) noexcept {
+    if (!s->parked) return;
+    deliver_parked(loop, s);
+    start_recv(loop, loop->io, s);
+}
+
+void after_callbacks(tl_loop *, tl_stream *) noexcept {}
+
+int readd(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept {
+    /* The requests and buffers of the old backend are gone with it. */
+    sc(s) = 0;
+    s->parked = 0;
+    if ((s->flags & (S_READING | S_CLOSING)) == S_READING) {
+        int r = io->stream_buffers();
+        if (r < 0) return r;
+        start_recv(loop, io, s);
+    }
+    if (s->wq_send && !(s->flags & S_CLOSING)) start_send(loop, io, s);
+    return 0;
+}
+
+} // namespace
+
+namespace tl::detail {
+
+const StreamPath kCompletionPath = {
+    "completion", prepare_read, read_started,     cancel_recv,     write_queued,
+    closing,      event,        before_callbacks, after_callbacks, readd,
+};
+
+} // namespace tl::detail

@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the stream core (stream.cc: handles, the pending pass and the API;
+ * write_queue.cc: the requests and what a send takes from them), its two
+ * paths (stream_readiness.cc, stream_completion.cc) and listener.cc share:
+ * the handles' state bits, and the helpers the paths call. The core calls a
+ * loop's path through the StreamPath table chosen when its I/O backend is
+ * created; the paths call the core's helpers and never each other.
+ */
+#ifndef TICKLOOP_LOOP_STREAM_CORE_H
+#define TICKLOOP_LOOP_STREAM_CORE_H
+
+#include <cstddef>
+#include <cstdint>
+#include <sys/uio.h>
+
+#include "loop_internal.h"
+
+namespace tl::detail {
+
+/* io_uring's CQE flags, without its headers (built without liburing, the
+   completion path never runs). */
+constexpr uint32_t IORING_CQE_F_BUFFER_BIT = 1u << 0;
+constexpr uint32_t IORING_CQE_F_MORE_BIT = 1u << 1;
+
+/* tl_stream::flags: a marker in the high 16 bits (tl_stream_init), state in
+ * the low ones. */
+enum : uint32_t {
+    S_MAGIC = 0x57e10000u,
+    S_MAGIC_MASK = 0xffff0000u,
+    S_BOUND = 1u << 0,   /* an active handle of io.priv[0]'s loop        */
+    S_REG = 1u << 1,     /* in the fd registry                          */
+    S_READING = 1u << 2, /* tl_stream_read_start, no EOF or error since */
+    S_CLOSING = 1u << 3, /* tl_stream_close called, close callback due  */
+    S_CLOSED = 1u << 4,  /* closed: fd gone, callback run                */
+    S_PENDING = 1u << 5, /* on the loop's pending list                  */
+    S_UNREF = 1u << 6,   /* tl_stream_set_ref(.., 0); a closing stream still
+                            counts as referenced until its close callback */
+};
+
+/* A stream's requests in the completion backend, in io.priv[1]. */
+enum : uintptr_t {
+    SC_RECV = 1u << 0,   /* a multishot receive is armed (its last CQE not seen) */
+    SC_CANCEL = 1u << 1, /* its cancellation is on the way                       */
+    SC_SEND = 1u << 2,   /* a send is in flight                                  */
+};
+
+/* tl_listener::flags. */
+enum : uint32_t {
+    L_MAGIC = 0x11570000u,
+    L_MAGIC_MASK = 0xffff0000u,
+    L_ACTIVE = 1u << 0,
+    L_PAUSED = 1u << 1, /* after an accept error, until listeners_resume */
+    L_UNREF = 1u << 2,
+    L_ARMED = 1u << 3,  /* completion path: a multishot accept is armed */
+    L_CANCEL = 1u << 4, /* and its cancellation is on the way           */
+};
+
+/* tl_write_req::flags. */
+enum : uint32_t {
+    REQ_QUEUED = 1u << 0,
+    REQ_BLOCK = 1u << 1, /* bufs.many.iov is a block of the loop's copies */
+};
+
+/* Arrays of up to this many buffers are copied by tl_stream_write: one into
+ * the request itself, 2 to 4 into a block of the loop's. */
+inline constexpr int kCopiedIov = 4;
+
+inline tl_stream *stream_of(tl_io *w) noexcept {
+    return reinterpret_cast<tl_stream *>(reinterpret_cast<char *>(w) - offsetof(tl_stream, io));
+}
+inline tl_listener *listener_of(tl_io *w) noexcept {
+    return reinterpret_cast<tl_listener *>(reinterpret_cast<char *>(w) - offsetof(tl_listener, io));
+}
+/* A stream's requests in the completion backend (SC_* bits). */
+inline uintptr_t &sc(tl_stream *s) noexcept {
+    return s->io.priv[1];
+}
+
+/* What differs between the readiness and the completion path, called by the
+ * core at the points where the two part. Each entry gets a stream of the
+ * loop whose path it is. */
+struct StreamPath {
+    const char *name; /* tl_loop_stream_path */
+    /* Before a stream of the loop first reads: the loop's read buffers. 0 or
+       -ENOMEM. */
+    int (*prepare_read)(tl_loop *loop) noexcept;
+    /* S_READING was just set: receive. 0 or -errno (the core clears it). */
+    int (*read_started)(tl_loop *loop, tl_stream *s) noexcept;
+    /* S_READING was just cleared. */
+    void (*read_stopped)(tl_loop *loop, tl_stream *s) noexcept;
+    /* req was queued (first: it is the only one with bytes left). */
+    void (*write_queued)(tl_loop *loop, tl_stream *s, bool first) noexcept;
+    /* S_CLOSING was just set: end reading and fail (or cancel) the writes;
+       the core then makes s pending. */
+    void (*closing)(tl_loop *loop, tl_stream *s) noexcept;
+    /* An event of s's registration (readiness, or a completion). */
+    void (*event)(tl_loop *loop, tl_stream *s, const ReadyEvent &ev) noexcept;
+    /* The pending pass reached s: before and after its write callbacks
+       (the second only if s is not closing). */
+    void (*before_callbacks)(tl_loop *loop, tl_stream *s) noexcept;
+    void (*after_callbacks)(tl_loop *loop, tl_stream *s) noexcept;
+    /* Gives s's requests to io, a fresh backend (completion path only). */
+    int (*readd)(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept;
+};
+extern const StreamPath kReadinessPath;
+extern const StreamPath kCompletionPath;
+
+/* stream.cc */
+void mark_pending(tl_loop *loop, tl_stream *s) noexcept;
+
+/* write_queue.cc: the requests of a stream. */
+int set_bufs(tl_loop *loop, tl_write_req *req, const struct iovec *iov, int iovcnt) noexcept;
+void write_queue_free(tl_loop *loop) noexcept;
+/* Steps over empty buffers; false when none with bytes is left. */
+bool skip_empty(tl_write_req *req) noexcept;
+/* Bytes of req not yet sent. */
+size_t req_bytes_left(const tl_write_req *req) noexcept;
+/* Fills v with up to cap buffers of the queue from wq_send on, skipping
+ * empty ones: of every queued request, or of wq_send alone. Returns their
+ * number; *total is their bytes, at most `limit` (the last buffer is
+ * shortened to keep it). */
+int gather(tl_stream *s, struct iovec *v, int cap, bool whole_queue, size_t limit,
+           size_t *total) noexcept;
+/* Completes wq_send with `status` and moves to the next request. */
+void complete_send(tl_loop *loop, tl_stream *s, int status) noexcept;
+/* Every request from wq_send on fails with err (a send error, or a close). */
+void fail_writes(tl_loop *loop, tl_stream *s, int err) noexcept;
+/* n bytes of the queue were handed to the kernel. */
+void advance(tl_loop *loop, tl_stream *s, size_t n) noexcept;
+/* A request that completed before the end of its bytes (a cancelled send)
+   gives its copy back. */
+void release_bufs(tl_loop *loop, tl_write_req *req) noexcept;
+
+/* listener.cc */
+void listeners_configure(tl_loop *loop) noexcept;
+/* Gives every paused listener its readiness back (a stream closed: a
+   descriptor is free again). */
+void listeners_resume(tl_loop *loop) noexcept;
+void listener_event(tl_loop *loop, tl_listener *l, const ReadyEvent &ev) noexcept;
+int listener_readd(tl_loop *loop, IoBackend *io, tl_listener *l) noexcept;
+
+} // namespace tl::detail
+
+#endif /* TICKLOOP_LOOP_STREAM_CORE_H */

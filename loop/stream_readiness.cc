@@ -1,0 +1,146 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The readiness path of streams (epoll; io_uring when the kernel lacks
+ * buffer rings or multishot receive, or TICKLOOP_URING_STREAMS=readiness):
+ * the backend polls the fd for what the stream needs now (TL_READ while
+ * reading, TL_WRITE while a send is short of its data; nothing while idle,
+ * so the backend forgets the fd and a hung-up idle socket cannot make the
+ * loop spin); on readiness the loop recv()s into its one read buffer and
+ * sendmsg()s the queued iovecs, MSG_NOSIGNAL.
+ */
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <sys/socket.h>
+
+#include "stream_core.h"
+
+using namespace tl::detail;
+
+namespace {
+
+/* recv() calls per readiness event while each fills the buffer: more data is
+ * likely waiting, and one more call is cheaper than one more iteration;
+ * bounded so that one busy stream cannot hold the others back. */
+constexpr int kReadsPerEvent = 4;
+/* iovecs per sendmsg: a stack array, gathered across queued requests. */
+constexpr int kSendIov = 64;
+
+/* Readiness the stream needs from the backend now (readiness path): write
+ * interest while a request has bytes left. Once set, it is kept while sent
+ * requests wait for their callbacks: a callback that writes again (a bulk
+ * sender) then finds it set, and the pass that runs them drops it if none
+ * did, so a stream of writes costs no epoll_ctl per write. A writable event
+ * in between finds nothing to send and cannot spin: that pass runs in the
+ * same iteration. A write sent at once never sets it. */
+unsigned wanted(const tl_stream *s) noexcept {
+    if (s->flags & (S_CLOSING | S_CLOSED)) return 0;
+    unsigned ev = 0;
+    if (s->flags & S_READING) ev |= TL_READ;
+    if (s->error == 0 && (s->wq_send || (s->wq_head && (s->io.events & TL_WRITE)))) ev |= TL_WRITE;
+    return ev;
+}
+
+void update_interest(tl_loop *loop, tl_stream *s) noexcept {
+    if (loop->streams_completion || !(s->flags & S_REG)) return;
+    int r = io_interest(loop, &s->io, wanted(s));
+    if (r < 0) io_internal_error(loop, "stream poll update", r);
+}
+
+/* Readiness path: sends what is queued until the kernel's buffer is full. */
+void flush_writes(tl_loop *loop, tl_stream *s) noexcept {
+    while (s->wq_send && s->error == 0) {
+        struct iovec v[kSendIov];
+        size_t total;
+        int n = gather(s, v, kSendIov, true, SSIZE_MAX, &total);
+        if (n == 0) { /* only empty requests left */
+            advance(loop, s, 0);
+            return;
+        }
+        struct msghdr msg;
+        std::memset(&msg, 0, sizeof msg);
+        msg.msg_iov = v;
+        msg.msg_iovlen = (size_t)n;
+        ssize_t r = sendmsg(s->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+            s->error = -errno;
+            fail_writes(loop, s, s->error);
+            return;
+        }
+        advance(loop, s, (size_t)r);
+        if ((size_t)r < total) return; /* short: the socket buffer is full */
+    }
+}
+
+/* Readiness path: receives into the loop's buffer and hands each chunk to
+ * the read callback. */
+void do_reads(tl_loop *loop, tl_stream *s) noexcept {
+    for (int round = 0; round < kReadsPerEvent; ++round) {
+        if ((s->flags & (S_READING | S_CLOSING)) != S_READING) return;
+        ssize_t n = recv(s->fd, loop->read_buf, loop->read_buffer_size, MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EINTR) {
+                --round;
+                continue;
+            }
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+            n = -errno;
+        }
+        if (n > 0) {
+            ++loop->stats.stream_reads;
+            s->read_cb(loop, s, loop->read_buf, n);
+            if ((size_t)n < loop->read_buffer_size) return;
+            continue;
+        }
+        s->flags &= ~S_READING; /* EOF or error: reading stops */
+        s->read_cb(loop, s, nullptr, n);
+        return;
+    }
+}
+
+int prepare_read(tl_loop *loop) noexcept {
+    if (loop->read_buf) return 0;
+    loop->read_buf = std::malloc(loop->read_buffer_size);
+    return loop->read_buf ? 0 : -ENOMEM;
+}
+
+int read_started(tl_loop *loop, tl_stream *s) noexcept {
+    return io_interest(loop, &s->io, wanted(s));
+}
+
+void write_queued(tl_loop *loop, tl_stream *s, bool first) noexcept {
+    if (!first) return;
+    /* Sent at once: the pending pass runs the callback, and there is no
+       interest to change before it. */
+    flush_writes(loop, s);
+    if (s->wq_send) update_interest(loop, s);
+}
+
+void closing(tl_loop *loop, tl_stream *s) noexcept {
+    fail_writes(loop, s, -ECANCELED);
+    update_interest(loop, s);
+}
+
+void event(tl_loop *loop, tl_stream *s, const ReadyEvent &ev) noexcept {
+    if (s->flags & (S_CLOSING | S_CLOSED)) return;
+    unsigned revents = ev.revents;
+    if (s->wq_send && (revents & (TL_WRITE | TL_ERROR | TL_HUP))) flush_writes(loop, s);
+    if ((s->flags & S_READING) && (revents & (TL_READ | TL_ERROR | TL_HUP))) do_reads(loop, s);
+    update_interest(loop, s);
+}
+
+void nothing(tl_loop *, tl_stream *) noexcept {}
+
+} // namespace
+
+namespace tl::detail {
+
+const StreamPath kReadinessPath = {
+    "readiness", prepare_read, read_started, update_interest, write_queued,
+    closing,     event,        nothing,      update_interest, nullptr,
+};
+
+} // namespace tl::detail
