@@ -50,7 +50,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "loop_internal.h"
+#include "handle_flags.h"
+#include "io.h"
+#include "io_backend.h"
+#include "io_event.h"
+#include "loop.h"
+#include "stream.h"
+#include "verify.h"
 
 using namespace tl::detail;
 
@@ -445,6 +451,12 @@ void flush_writes(tl_loop *loop, tl_stream *s) noexcept {
 
 /* ---- the completion path (io_uring) -------------------------------------- */
 
+/* The backend's completion operations: only on the completion path
+   (loop->streams_completion), where the backend has them. */
+CompletionOps &ops(tl_loop *loop) noexcept {
+    return *loop->io->completion();
+}
+
 uintptr_t &sc(tl_stream *s) noexcept {
     return s->io.priv[1];
 }
@@ -457,7 +469,7 @@ void start_recv(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept {
         mark_pending(loop, s);
         return;
     }
-    int r = io->stream_recv(s->fd);
+    int r = io->completion()->stream_recv(s->fd);
     if (r < 0) {
         io_internal_error(loop, "io_uring receive", r);
         return;
@@ -467,7 +479,7 @@ void start_recv(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept {
 
 void cancel_recv(tl_loop *loop, tl_stream *s) noexcept {
     if ((sc(s) & (SC_RECV | SC_CANCEL)) != SC_RECV) return;
-    loop->io->stream_cancel(s->fd, REQ_RECV);
+    ops(loop).stream_cancel(s->fd, REQ_RECV);
     sc(s) |= SC_CANCEL;
 }
 
@@ -485,7 +497,7 @@ void start_send(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept {
         struct iovec v[kSendIovMax];
         size_t total;
         int n = gather(s, v, kSendIovMax, false, (size_t)1 << 30, &total);
-        int r = io->stream_send(s->fd, v, n);
+        int r = io->completion()->stream_send(s->fd, v, n);
         if (r < 0) {
             s->error = r;
             fail_writes(loop, s, r);
@@ -499,17 +511,17 @@ void start_send(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept {
 /* Returns every parked buffer of s to the ring. */
 void drop_parked(tl_loop *loop, tl_stream *s) noexcept {
     uint32_t bid, len;
-    while (loop->io->buffer_unpark(&s->parked, &bid, &len)) loop->io->buffer_release(bid);
+    while (ops(loop).buffer_unpark(&s->parked, &bid, &len)) ops(loop).buffer_release(bid);
 }
 
 /* Delivers the data parked while s did not read, oldest first. */
 void deliver_parked(tl_loop *loop, tl_stream *s) noexcept {
     uint32_t bid, len;
     while ((s->flags & (S_READING | S_CLOSING)) == S_READING &&
-           loop->io->buffer_unpark(&s->parked, &bid, &len)) {
+           ops(loop).buffer_unpark(&s->parked, &bid, &len)) {
         ++loop->stats.stream_reads;
-        s->read_cb(loop, s, loop->io->buffer(bid), (ptrdiff_t)len);
-        loop->io->buffer_release(bid);
+        s->read_cb(loop, s, ops(loop).buffer(bid), (ptrdiff_t)len);
+        ops(loop).buffer_release(bid);
     }
 }
 
@@ -519,16 +531,16 @@ void recv_completion(tl_loop *loop, tl_stream *s, const ReadyEvent &ev) noexcept
     if (ev.cflags & IORING_CQE_F_BUFFER_BIT) {
         uint32_t bid = ev.cflags >> 16;
         if (s->flags & S_CLOSING) {
-            loop->io->buffer_release(bid);
+            ops(loop).buffer_release(bid);
         } else if (!(s->flags & S_READING) || s->parked) {
             /* Received before a read_stop took effect, or behind data still
                parked: kept, in order, for the reader. */
-            loop->io->buffer_park(&s->parked, bid, (uint32_t)ev.res);
+            ops(loop).buffer_park(&s->parked, bid, (uint32_t)ev.res);
             if (s->flags & S_READING) mark_pending(loop, s);
         } else {
             ++loop->stats.stream_reads;
-            s->read_cb(loop, s, loop->io->buffer(bid), ev.res);
-            loop->io->buffer_release(bid);
+            s->read_cb(loop, s, ops(loop).buffer(bid), ev.res);
+            ops(loop).buffer_release(bid);
         }
     } else if (ev.res == -ENOBUFS) {
         /* The ring ran dry; the data waits in the socket. The buffers the
@@ -618,7 +630,7 @@ tl_accept_cb accept_cb(const tl_listener *l) noexcept {
 
 void cancel_accept(tl_loop *loop, tl_listener *l) noexcept {
     if ((l->flags & (L_ARMED | L_CANCEL)) != L_ARMED) return;
-    loop->io->stream_cancel(l->fd, REQ_ACCEPT);
+    ops(loop).stream_cancel(l->fd, REQ_ACCEPT);
     l->flags |= L_CANCEL;
 }
 
@@ -637,7 +649,7 @@ void arm_listener(tl_loop *loop, tl_listener *l) noexcept {
         /* An accept still armed (its cancellation under way) is re-armed
            by its last completion. */
         if (l->flags & L_ARMED) return;
-        int r = loop->io->listener_accept(l->fd);
+        int r = ops(loop).listener_accept(l->fd);
         if (r < 0) {
             io_internal_error(loop, "io_uring accept", r);
             return;
@@ -816,7 +828,7 @@ void stream_event(tl_loop *loop, tl_io *w, const ReadyEvent &ev) noexcept {
 void stream_stale(tl_loop *loop, const ReadyEvent &ev) noexcept {
     unsigned kind = ev.revents & kCompletionKindMask;
     if (kind == REQ_RECV && (ev.cflags & IORING_CQE_F_BUFFER_BIT))
-        loop->io->buffer_release(ev.cflags >> 16);
+        ops(loop).buffer_release(ev.cflags >> 16);
     if (kind == REQ_ACCEPT && ev.res >= 0) close(ev.res);
 }
 
@@ -825,7 +837,7 @@ int stream_readd(tl_loop *loop, IoBackend *io, tl_io *w) noexcept {
         tl_listener *l = listener_of(w);
         l->flags &= ~(L_ARMED | L_CANCEL);
         if (l->flags & L_PAUSED) return 0;
-        int r = io->listener_accept(l->fd);
+        int r = io->completion()->listener_accept(l->fd);
         if (r == 0) l->flags |= L_ARMED;
         return r;
     }
@@ -834,7 +846,7 @@ int stream_readd(tl_loop *loop, IoBackend *io, tl_io *w) noexcept {
     sc(s) = 0;
     s->parked = 0;
     if ((s->flags & (S_READING | S_CLOSING)) == S_READING) {
-        int r = io->stream_buffers();
+        int r = io->completion()->stream_buffers();
         if (r < 0) return r;
         start_recv(loop, io, s);
     }
@@ -878,7 +890,7 @@ TL_API int tl_stream_read_start(tl_loop *loop, tl_stream *s, tl_read_cb cb) {
     int r = check_stream(loop, s);
     if (r < 0) return r;
     if (loop->streams_completion) {
-        r = loop->io->stream_buffers();
+        r = ops(loop).stream_buffers();
         if (r < 0) return r;
     } else if (!loop->read_buf) {
         loop->read_buf = std::malloc(loop->read_buffer_size);
@@ -988,7 +1000,7 @@ TL_API int tl_stream_close(tl_loop *loop, tl_stream *s, tl_close_cb cb) {
                waiting for room in the socket would wait for ever) and
                completes with its own result (send_completion); the rest
                are cancelled now. */
-            loop->io->stream_cancel(s->fd, REQ_SEND);
+            ops(loop).stream_cancel(s->fd, REQ_SEND);
             s->wq_send = sending->next;
             fail_writes(loop, s, -ECANCELED);
             s->wq_send = sending;
@@ -1047,7 +1059,7 @@ TL_API int tl_listener_start(tl_loop *loop, tl_listener *l, int fd, tl_accept_cb
     if (fl >= 0 && !(fl & O_NONBLOCK)) fcntl(fd, F_SETFL, fl | O_NONBLOCK);
     l->fd = fd;
     if (loop->streams_completion)
-        r = loop->io->listener_accept(fd);
+        r = ops(loop).listener_accept(fd);
     else
         r = io_interest(loop, &l->io, TL_READ);
     if (r < 0) {
