@@ -15,7 +15,7 @@
  * list's cursor, which tl_async_stop advances, so a callback may stop or free
  * any async, itself included.
  *
- * State lives in `magic` (marker + HANDLE_* bits, loop_internal.h). An async
+ * State lives in `magic` (marker + HANDLE_* bits, handle_flags.h). An async
  * that went through tl_async_init carries HANDLE_INIT, and its ACTIVE bit is
  * the truth: double start and stop are O(1). One that was never initialised
  * may hold anything, so for it ACTIVE is confirmed by walking the loop's list
@@ -25,7 +25,12 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "loop_internal.h"
+#include "async.h"
+#include "handle_flags.h"
+#include "io.h"
+#include "list.h"
+#include "loop.h"
+#include "verify.h"
 
 using namespace tl::detail;
 

@@ -35,7 +35,10 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-#include "loop_internal.h"
+#include "clock.h"
+#include "io.h"
+#include "loop.h"
+#include "timer_queue.h"
 #include "timerfd.h"
 
 using namespace tl::detail;
@@ -97,6 +100,10 @@ uint64_t read_clock(const tl_loop *loop, unsigned c) noexcept {
     if (loop->test_clock) [[unlikely]]
         return loop->test_clock((int)c, loop->test_clock_ctx);
     return clock_ns(kClockIds[c]);
+}
+
+void update_time(tl_loop *loop) noexcept {
+    loop->timers.domain[TL_CLOCK_MONOTONIC].now = read_clock(loop, TL_CLOCK_MONOTONIC);
 }
 
 int clock_prepare(tl_loop *loop, unsigned c) noexcept {
@@ -164,7 +171,7 @@ TL_API uint64_t tl_now(const tl_loop *loop) {
 }
 
 TL_API void tl_update_time(tl_loop *loop) {
-    if (loop) loop->timers.domain[TL_CLOCK_MONOTONIC].now = read_clock(loop, TL_CLOCK_MONOTONIC);
+    if (loop) update_time(loop);
 }
 
 TL_API uint64_t tl_loop_now(const tl_loop *loop, tl_clock clock) {

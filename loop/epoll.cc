@@ -58,7 +58,11 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-#include "loop_internal.h"
+#include "clock.h"
+#include "io.h"
+#include "io_backend.h"
+#include "io_event.h"
+#include "loop.h"
 #include "timerfd.h"
 
 namespace tl::detail {

@@ -15,7 +15,11 @@
 #include <cstring>
 #include <type_traits>
 
-#include "loop_internal.h"
+#include "handle_flags.h"
+#include "hook.h"
+#include "list.h"
+#include "loop.h"
+#include "verify.h"
 
 using namespace tl::detail;
 

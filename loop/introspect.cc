@@ -5,7 +5,8 @@
  */
 #include <cstring>
 
-#include "loop_internal.h"
+#include "loop.h"
+#include "timer_queue.h"
 
 using namespace tl::detail;
 

@@ -4,7 +4,7 @@
  * readiness.
  *
  * The registry (loop->io_slots, indexed by fd) is the only table of
- * registrations: both I/O backends read and annotate it (loop_internal.h says
+ * registrations: both I/O backends read and annotate it (io_backend.h says
  * what each call may assume), so they cannot disagree about what is watched.
  * Its watcher entries are written here only: by start and stop, the streams'
  * register/unregister, and io_replace_fd, which moves the loop's own watchers
@@ -29,7 +29,13 @@
 #include <cstring>
 #include <fcntl.h>
 
-#include "loop_internal.h"
+#include "handle_flags.h"
+#include "io.h"
+#include "io_backend.h"
+#include "io_event.h"
+#include "loop.h"
+#include "stream.h"
+#include "verify.h"
 
 using namespace tl::detail;
 

@@ -12,7 +12,8 @@
 #include <cstring>
 
 #include "lateness.h"
-#include "loop_internal.h"
+#include "loop.h"
+#include "verify.h"
 
 namespace tl::detail {
 

@@ -10,8 +10,16 @@
 #include <cstdlib>
 #include <pthread.h>
 
+#include "async.h"
+#include "clock.h"
+#include "io.h"
+#include "io_backend.h"
 #include "lifecycle.h"
-#include "loop_internal.h"
+#include "loop.h"
+#include "signal.h"
+#include "slack.h"
+#include "stream.h"
+#include "timer_queue.h"
 #include "timers/timers.h"
 
 using namespace tl::detail;

@@ -34,7 +34,7 @@ tl_accept_cb accept_cb(const tl_listener *l) noexcept {
 
 void cancel_accept(tl_loop *loop, tl_listener *l) noexcept {
     if ((l->flags & (L_ARMED | L_CANCEL)) != L_ARMED) return;
-    loop->io->stream_cancel(l->fd, REQ_ACCEPT);
+    ops(loop).stream_cancel(l->fd, REQ_ACCEPT);
     l->flags |= L_CANCEL;
 }
 
@@ -53,7 +53,7 @@ void arm_listener(tl_loop *loop, tl_listener *l) noexcept {
         /* An accept still armed (its cancellation under way) is re-armed
            by its last completion. */
         if (l->flags & L_ARMED) return;
-        int r = loop->io->listener_accept(l->fd);
+        int r = ops(loop).listener_accept(l->fd);
         if (r < 0) {
             io_internal_error(loop, "io_uring accept", r);
             return;
@@ -155,7 +155,7 @@ void listener_event(tl_loop *loop, tl_listener *l, const ReadyEvent &ev) noexcep
 int listener_readd(tl_loop *, IoBackend *io, tl_listener *l) noexcept {
     l->flags &= ~(L_ARMED | L_CANCEL);
     if (l->flags & L_PAUSED) return 0;
-    int r = io->listener_accept(l->fd);
+    int r = io->completion()->listener_accept(l->fd);
     if (r == 0) l->flags |= L_ARMED;
     return r;
 }
@@ -191,7 +191,7 @@ TL_API int tl_listener_start(tl_loop *loop, tl_listener *l, int fd, tl_accept_cb
     if (fl >= 0 && !(fl & O_NONBLOCK)) fcntl(fd, F_SETFL, fl | O_NONBLOCK);
     l->fd = fd;
     if (loop->streams_completion)
-        r = loop->io->listener_accept(fd);
+        r = ops(loop).listener_accept(fd);
     else
         r = io_interest(loop, &l->io, TL_READ);
     if (r < 0) {

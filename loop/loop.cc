@@ -23,18 +23,20 @@
  */
 #include <cerrno>
 
-#include "loop_internal.h"
+#include "clock.h"
+#include "hook.h"
+#include "io.h"
+#include "io_event.h"
+#include "loop.h"
+#include "slack.h"
+#include "stream.h"
+#include "timer_queue.h"
 #include "timers/timers.h"
+#include "verify.h"
 
 using namespace tl::detail;
 
 namespace {
-
-/* Reads the loop's time (tl_now), the clock of the wait's deadlines (clock.cc:
-   the test seam may supply it). */
-void update_time(tl_loop *loop) noexcept {
-    loop->timers.domain[TL_CLOCK_MONOTONIC].now = read_clock(loop, TL_CLOCK_MONOTONIC);
-}
 
 /* A referenced handle is active: tl_loop_run(DEFAULT) goes on. */
 bool alive(const tl_loop *loop) noexcept {

@@ -11,8 +11,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "handle_flags.h"
 #include "lifecycle.h"
-#include "loop_internal.h"
 #include "timers/timers.h"
 
 using namespace tl::detail;

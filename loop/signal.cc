@@ -24,7 +24,12 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
-#include "loop_internal.h"
+#include "handle_flags.h"
+#include "io.h"
+#include "list.h"
+#include "loop.h"
+#include "signal.h"
+#include "verify.h"
 
 using namespace tl::detail;
 

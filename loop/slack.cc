@@ -7,7 +7,8 @@
 #include <pthread.h>
 #include <sys/prctl.h>
 
-#include "loop_internal.h"
+#include "loop.h"
+#include "slack.h"
 
 using namespace tl::detail;
 

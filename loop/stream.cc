@@ -200,7 +200,7 @@ void stream_event(tl_loop *loop, tl_io *w, const ReadyEvent &ev) noexcept {
 void stream_stale(tl_loop *loop, const ReadyEvent &ev) noexcept {
     unsigned kind = ev.revents & kCompletionKindMask;
     if (kind == REQ_RECV && (ev.cflags & IORING_CQE_F_BUFFER_BIT))
-        loop->io->buffer_release(ev.cflags >> 16);
+        ops(loop).buffer_release(ev.cflags >> 16);
     if (kind == REQ_ACCEPT && ev.res >= 0) close(ev.res);
 }
 

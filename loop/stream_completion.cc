@@ -22,7 +22,7 @@ void start_recv(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept {
         mark_pending(loop, s);
         return;
     }
-    int r = io->stream_recv(s->fd);
+    int r = io->completion()->stream_recv(s->fd);
     if (r < 0) {
         io_internal_error(loop, "io_uring receive", r);
         return;
@@ -32,7 +32,7 @@ void start_recv(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept {
 
 void cancel_recv(tl_loop *loop, tl_stream *s) noexcept {
     if ((sc(s) & (SC_RECV | SC_CANCEL)) != SC_RECV) return;
-    loop->io->stream_cancel(s->fd, REQ_RECV);
+    ops(loop).stream_cancel(s->fd, REQ_RECV);
     sc(s) |= SC_CANCEL;
 }
 
@@ -50,7 +50,7 @@ void start_send(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept {
         struct iovec v[kSendIovMax];
         size_t total;
         int n = gather(s, v, kSendIovMax, false, (size_t)1 << 30, &total);
-        int r = io->stream_send(s->fd, v, n);
+        int r = io->completion()->stream_send(s->fd, v, n);
         if (r < 0) {
             s->error = r;
             fail_writes(loop, s, r);
@@ -64,17 +64,17 @@ void start_send(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept {
 /* Returns every parked buffer of s to the ring. */
 void drop_parked(tl_loop *loop, tl_stream *s) noexcept {
     uint32_t bid, len;
-    while (loop->io->buffer_unpark(&s->parked, &bid, &len)) loop->io->buffer_release(bid);
+    while (ops(loop).buffer_unpark(&s->parked, &bid, &len)) ops(loop).buffer_release(bid);
 }
 
 /* Delivers the data parked while s did not read, oldest first. */
 void deliver_parked(tl_loop *loop, tl_stream *s) noexcept {
     uint32_t bid, len;
     while ((s->flags & (S_READING | S_CLOSING)) == S_READING &&
-           loop->io->buffer_unpark(&s->parked, &bid, &len)) {
+           ops(loop).buffer_unpark(&s->parked, &bid, &len)) {
         ++loop->stats.stream_reads;
-        s->read_cb(loop, s, loop->io->buffer(bid), (ptrdiff_t)len);
-        loop->io->buffer_release(bid);
+        s->read_cb(loop, s, ops(loop).buffer(bid), (ptrdiff_t)len);
+        ops(loop).buffer_release(bid);
     }
 }
 
@@ -84,16 +84,16 @@ void recv_completion(tl_loop *loop, tl_stream *s, const ReadyEvent &ev) noexcept
     if (ev.cflags & IORING_CQE_F_BUFFER_BIT) {
         uint32_t bid = ev.cflags >> 16;
         if (s->flags & S_CLOSING) {
-            loop->io->buffer_release(bid);
+            ops(loop).buffer_release(bid);
         } else if (!(s->flags & S_READING) || s->parked) {
             /* Received before a read_stop took effect, or behind data still
                parked: kept, in order, for the reader. */
-            loop->io->buffer_park(&s->parked, bid, (uint32_t)ev.res);
+            ops(loop).buffer_park(&s->parked, bid, (uint32_t)ev.res);
             if (s->flags & S_READING) mark_pending(loop, s);
         } else {
             ++loop->stats.stream_reads;
-            s->read_cb(loop, s, loop->io->buffer(bid), ev.res);
-            loop->io->buffer_release(bid);
+            s->read_cb(loop, s, ops(loop).buffer(bid), ev.res);
+            ops(loop).buffer_release(bid);
         }
     } else if (ev.res == -ENOBUFS) {
         /* The ring ran dry; the data waits in the socket. The buffers the
@@ -150,7 +150,7 @@ void send_completion(tl_loop *loop, tl_stream *s, const ReadyEvent &ev) noexcept
 }
 
 int prepare_read(tl_loop *loop) noexcept {
-    return loop->io->stream_buffers();
+    return ops(loop).stream_buffers();
 }
 
 int read_started(tl_loop *loop, tl_stream *s) noexcept {
@@ -173,7 +173,7 @@ void closing(tl_loop *loop, tl_stream *s) noexcept {
     /* The kernel holds its buffer: the send is cancelled (a send waiting
        for room in the socket would wait for ever) and completes with its
        own result (send_completion); the rest are cancelled now. */
-    loop->io->stream_cancel(s->fd, REQ_SEND);
+    ops(loop).stream_cancel(s->fd, REQ_SEND);
     s->wq_send = sending->next;
     fail_writes(loop, s, -ECANCELED);
     s->wq_send = sending;
@@ -199,7 +199,7 @@ int readd(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept {
     sc(s) = 0;
     s->parked = 0;
     if ((s->flags & (S_READING | S_CLOSING)) == S_READING) {
-        int r = io->stream_buffers();
+        int r = io->completion()->stream_buffers();
         if (r < 0) return r;
         start_recv(loop, io, s);
     }

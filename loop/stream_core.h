@@ -14,7 +14,13 @@
 #include <cstdint>
 #include <sys/uio.h>
 
-#include "loop_internal.h"
+#include "handle_flags.h"
+#include "io.h"
+#include "io_backend.h"
+#include "io_event.h"
+#include "loop.h"
+#include "stream.h"
+#include "verify.h"
 
 namespace tl::detail {
 
@@ -71,6 +77,11 @@ inline tl_stream *stream_of(tl_io *w) noexcept {
 }
 inline tl_listener *listener_of(tl_io *w) noexcept {
     return reinterpret_cast<tl_listener *>(reinterpret_cast<char *>(w) - offsetof(tl_listener, io));
+}
+/* The backend's completion operations: only on the completion path
+   (loop->streams_completion), where the backend has them. */
+inline CompletionOps &ops(tl_loop *loop) noexcept {
+    return *loop->io->completion();
 }
 /* A stream's requests in the completion backend (SC_* bits). */
 inline uintptr_t &sc(tl_stream *s) noexcept {

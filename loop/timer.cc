@@ -14,7 +14,7 @@
  * (timer_owner), so that a handle used with the wrong loop is refused instead
  * of corrupting a structure, and tl_timer_init can find the loop of a timer
  * still active to stop it there. The flags layout is in
- * loop_internal.h.
+ * handle_flags.h.
  *
  * Dispatch is collect, then run (libuv's uv__run_timers and its ready queue,
  * Seastar's timer_set::expire), one domain after the other in tl_clock
@@ -60,8 +60,13 @@
 #include <cerrno>
 #include <cstdio>
 
-#include "loop_internal.h"
+#include "clock.h"
+#include "handle_flags.h"
+#include "lifecycle.h"
+#include "loop.h"
+#include "timer_queue.h"
 #include "timers/timers.h"
+#include "verify.h"
 
 using namespace tl::detail;
 

@@ -77,7 +77,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "loop_internal.h"
+#include "clock.h"
+#include "handle_flags.h"
+#include "io.h"
+#include "io_backend.h"
+#include "io_event.h"
+#include "loop.h"
+#include "stream.h"
 
 #if TL_HAVE_LIBURING
 #include <liburing.h>
@@ -106,7 +112,7 @@ constexpr uint32_t kArmed = 1u << 0;  /* a poll with the registration's tag is i
 constexpr uint32_t kQueued = 1u << 1; /* in queue_: arm, or update the armed poll's events */
 constexpr uint32_t kArmedShift = 8;
 
-class UringBackend final : public IoBackend {
+class UringBackend final : public IoBackend, public CompletionOps {
 public:
     explicit UringBackend(tl_loop *loop) noexcept : loop_(loop) {}
     ~UringBackend() override {
@@ -332,6 +338,10 @@ public:
         streams_ok_ = true;
     }
     bool streams_ok() const noexcept { return streams_ok_; }
+
+    /* The completion path of streams (CompletionOps, below); the loop takes
+       it only where streams_ok(). */
+    CompletionOps *completion() noexcept override { return this; }
 
     int stream_buffers() noexcept override {
         if (bufs_) return 0;

@@ -2,7 +2,7 @@
 /*
  * The loop's invariant walkers. loop_verify, compiled into debug builds only
  * (NDEBUG removes every call and its body), runs after every timer operation,
- * timer callback and iteration (loop_internal.h says how often it walks), and
+ * timer callback and iteration (verify.h says how often it walks), and
  * so do the debug-only checks of a pop and of the calling thread;
  * tl_detail_loop_check, the handle counts, is in every build, for the tests.
  * They check what the loop itself owns; each timer backend's check() walks
@@ -35,8 +35,12 @@
 #include <cstdlib>
 #include <pthread.h>
 
-#include "loop_internal.h"
+#include "handle_flags.h"
+#include "list.h"
+#include "loop.h"
+#include "timer_queue.h"
 #include "timers/timers.h"
+#include "verify.h"
 
 #ifndef NDEBUG
 namespace tl::detail {
@@ -135,7 +139,7 @@ void loop_verify(tl_loop *loop, const char *where) noexcept {
     if (timers > loop->active_handles) fail(where, "more active timers than active handles");
 
     /* The walks are O(queued timers + fds): every call while small, then
-       amortised to a bounded cost per call (loop_internal.h). */
+       amortised to a bounded cost per call (verify.h). */
     uint64_t size = q.ready.count + q.deferred.count + loop->io_slots_size;
     if (size > kVerifyEveryOpUpTo && ++loop->verify_ops < size / kVerifyAmortized) return;
     loop->verify_ops = 0;

@@ -9,6 +9,7 @@
  * gathers the buffers it takes from here (gather) and reports the bytes the
  * kernel took (advance), on either path.
  */
+#include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>

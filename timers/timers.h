@@ -48,7 +48,7 @@ struct MallocNew {
     static void operator delete(void *p) noexcept { free(p); }
 };
 
-/* The parts of tl_timer::flags (owned by the loop, loop_internal.h has the
+/* The parts of tl_timer::flags (owned by the loop, loop/handle_flags.h has the
  * whole layout) that the built-in backends read: the leeway, stored in bits
  * 11-31 as a 16-bit mantissa and a 5-bit exponent (leeway = m << e), so that
  * tl_timer_set_leeway's "16 significant bits, rounded down" holds. */

@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internal to loop/: what async.cc (tl_async, one eventfd per loop) offers
+ * the loop's lifecycle.
+ */
+#ifndef TICKLOOP_LOOP_ASYNC_H
+#define TICKLOOP_LOOP_ASYNC_H
+
+#include "tickloop/tickloop.h"
+
+namespace tl::detail {
+
+/* Releases what async.cc holds (the loop has no active handle). */
+void async_close(tl_loop *loop) noexcept;
+/* tl_loop_fork's step for the loop's own descriptor: creates a new kernel
+   object, moves the internal watcher onto it (io_replace_fd; the new I/O
+   backend then sees it among the registrations) and closes the inherited
+   one. */
+int async_fork(tl_loop *loop) noexcept;
+
+} // namespace tl::detail
+
+#endif /* TICKLOOP_LOOP_ASYNC_H */

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internal to loop/: what io.cc offers the rest of the loop: the fd
+ * registry (lookup, registration of streams and listeners, moving an
+ * internal watcher, handing every registration to a backend), the loop's
+ * own watchers, and the dispatch of collected events.
+ */
+#ifndef TICKLOOP_LOOP_IO_H
+#define TICKLOOP_LOOP_IO_H
+
+#include <cstdint>
+
+#include "io_backend.h"
+#include "tickloop/tickloop.h"
+
+namespace tl::detail {
+
+/* Runs the callbacks for n collected events; returns how many ran. */
+uint64_t io_dispatch(tl_loop *loop, int n) noexcept;
+/* Starts an internal watcher (does not keep the loop alive). */
+int io_start_internal(tl_loop *loop, tl_io *w, int fd, tl_io_cb cb) noexcept;
+void io_stop_internal(tl_loop *loop, tl_io *w) noexcept;
+/* Releases the fd registry (the loop has no active handle). */
+void io_close(tl_loop *loop) noexcept;
+/* The registration fd's tag names, or null if it names none any more
+   (stopped, or stopped and replaced on a reused fd number). */
+IoSlot *io_current(tl_loop *loop, uint64_t tag) noexcept;
+/* Gives every registration to io, tags unchanged: a fresh backend
+   (tl_loop_fork), or one that has just replaced its kernel object. Returns 0 or the first error
+   other than -EBADF; a watcher whose fd was closed without tl_io_stop cannot be added again: it
+   stays active and gets no more events, as a closed fd gets none from epoll. */
+int io_readd_all(tl_loop *loop, IoBackend *io) noexcept;
+/* An error the loop hid from the caller (an internal completion failed):
+   counted in the stats, and fatal in debug builds, where it is a bug. */
+void io_internal_error(tl_loop *loop, const char *what, int err) noexcept;
+/* The fd registry for streams and listeners (io.cc): register w (fd, flags
+   IO_STREAM or IO_LISTENER) with no events and without telling the I/O
+   backend; -EBUSY if fd is taken, -EBADF if it is not open. io_interest then
+   sets the readiness the backend waits for (0: none: the backend forgets the
+   fd, so that a hung-up idle socket cannot make the loop spin); io_unregister
+   drops the registration. Handle counts are the caller's. known_open: the
+   caller knows fd is open (the loop accepted it a moment ago), so no syscall
+   checks it. */
+int io_register(tl_loop *loop, tl_io *w, uint32_t kind, bool known_open = false) noexcept;
+int io_interest(tl_loop *loop, tl_io *w, unsigned events) noexcept;
+void io_unregister(tl_loop *loop, tl_io *w) noexcept;
+/* Moves the registration of internal watcher w from its fd to new_fd, a
+   descriptor just created (so open, and not w->fd): the registry slot of
+   w->fd is cleared, new_fd's holds w with state and index 0, w->fd becomes
+   new_fd, and w keeps its generation. The I/O backend is not told: the fork
+   steps give the whole registry to a fresh backend afterwards
+   (io_readd_all). The caller closes the old descriptor. Returns 0, or a
+   negative errno (growing the registry failed) with nothing changed. */
+int io_replace_fd(tl_loop *loop, tl_io *w, int new_fd) noexcept;
+
+} // namespace tl::detail
+
+#endif /* TICKLOOP_LOOP_IO_H */
