@@ -65,7 +65,9 @@ typedef struct tl_loop_options {
     const char *timers;   /* "heap2", "heap4", "wheel", "hwheel", or the name of a
                              registered backend; NULL: the TICKLOOP_TIMERS
                              environment variable, else the library default       */
-    uint64_t tick_ns;     /* wheel granularity; 0: default (1 ms)                   */
+    uint64_t tick_ns;     /* wheel granularity; 0: default (1 ms). At most 1 s (1e9),
+                             else tl_loop_new returns -EINVAL (a wheel fires per
+                             tick: a longer one would hold every timer that long) */
     uint32_t wheel_slots; /* single-level wheel size (power of two); 0: default     */
     /* Limits, added after the first fields (the order is part of the ABI):       */
     uint32_t max_timers;               /* active timers allowed; tl_timer_start of one more returns
@@ -129,14 +131,14 @@ TL_API void tl_loop_options_init(tl_loop_options *opts);
  * *out and returns 0. Errors: -EINVAL (out NULL, bad io kind, a TICKLOOP_IO
  * value other than "epoll", "io_uring" or "auto" when io is TL_IO_AUTO,
  * wheel_slots not a power of two or larger than the wheel backend takes, a
- * reserved word not zero, timer_slack_ns or collect_interval_ns above 1 s,
- * read_buffer_size or read_buffer_count out of range), -ENOENT (unknown timer
- * backend name, from opts->timers or TICKLOOP_TIMERS), -ENOSYS (io kind not
- * available in this build or kernel), -EPERM (io_uring asked for and
- * refused by the kernel), -ENOMEM, or the kernel's errno from creating the
- * poller (-EMFILE, ...). tl_loop_new_error() then says which option or
- * environment variable was refused and why. Any thread; the loop is then
- * used from one thread. */
+ * reserved word not zero, tick_ns, timer_slack_ns or collect_interval_ns
+ * above 1 s, read_buffer_size or read_buffer_count out of range), -ENOENT
+ * (unknown timer backend name, from opts->timers or TICKLOOP_TIMERS),
+ * -ENOSYS (io kind not available in this build or kernel), -EPERM (io_uring
+ * asked for and refused by the kernel), -ENOMEM, or the kernel's errno from
+ * creating the poller (-EMFILE, ...). tl_loop_new_error() then says which
+ * option or environment variable was refused and why. Any thread; the loop
+ * is then used from one thread. */
 TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts);
 
 /* Why the last tl_loop_new() call of the calling thread failed, in words
