@@ -425,7 +425,11 @@ TL_API void tl_signal_init(tl_signal *s);
  * Several watchers of one signal in one loop all run. A signal is watched by
  * one loop at a time in the process: while a loop has a watcher of signo, a
  * start on another loop is refused with -EEXIST (two loops would compete for
- * each instance). s need not be initialised (tl_signal_init is recommended)
+ * each instance). In a child after fork(), loops inherited from the parent
+ * hold no signal unless the child calls tl_loop_fork on them, so a new loop
+ * of the child may watch any signal (a pre-fork server's workers watch
+ * SIGTERM on loops of their own). s need not be initialised (tl_signal_init
+ * is recommended)
  * and must not be active. Returns 0, -EINVAL (NULL arguments, signo out of
  * range, SIGKILL or SIGSTOP), -EBUSY (s already active), -EEXIST (another
  * loop watches signo), or the kernel's errno. Loop thread. */
@@ -585,12 +589,21 @@ TL_API uint64_t tl_loop_timeout(const tl_loop *loop);
  * stay blocked as the forking thread had them. In the parent nothing changes
  * and nothing needs calling (libev's ev_loop_fork, libuv's uv_loop_fork).
  *
- * Returns 0, -EINVAL (NULL), -EBUSY (called while the loop runs), or the
- * kernel's errno from creating a new object or registering a watcher again
- * (-EMFILE, -ENOMEM, ...). After a failure the loop must not be run: call
- * tl_loop_fork again (each attempt starts over with fresh objects), or stop
- * its handles and free it. A watcher whose fd the program closed without
- * stopping it is skipped (-EBADF is not an error), as epoll had dropped it. */
+ * Signals: an inherited loop holds none of its signals in the child until
+ * this call takes them again (tl_signal_start); a loop the child created
+ * meanwhile may have taken one, and the call then fails with -EEXIST and
+ * changes nothing: stop the watchers of that signal on one of the two loops
+ * (on the inherited loop, tl_signal_stop leaves the parent's signalfd
+ * alone) and call it again.
+ *
+ * Returns 0, -EINVAL (NULL), -EBUSY (called while the loop runs), -EEXIST
+ * (a signal the loop watches is watched by another loop of the child), or
+ * the kernel's errno from creating a new object or registering a watcher
+ * again (-EMFILE, -ENOMEM, ...). After a failure the loop must not be run:
+ * call tl_loop_fork again (each attempt starts over with fresh objects), or
+ * stop its handles and free it. A watcher whose fd the program closed
+ * without stopping it is skipped (-EBADF is not an error), as epoll had
+ * dropped it. */
 TL_API int tl_loop_fork(tl_loop *loop);
 
 /* ------------------------------------------------------------------------ */
