@@ -71,6 +71,15 @@ bool owned_by_other(const tl_loop *loop, const tl_timer *t) noexcept {
     return (t->flags & TIMER_ACTIVE) && t->reserved != timer_owner(loop->id, t);
 }
 
+/* t's deadline has passed by d's time: a restart of t is a remove and an
+   insert, never the backend's reschedule, which may leave t's old place
+   (due now) to be visited for nothing: a wheel's lazy reschedule, with the
+   wheel's time behind the loop's (tl_update_time, a run without an
+   iteration), made tl_loop_timeout return 0 with nothing due. */
+bool overdue(const TimerDomain &d, const tl_timer *t) noexcept {
+    return t->deadline <= d.now;
+}
+
 /* A dispatch is running that could still pop a timer at deadline in d. */
 bool must_defer(const TimerDomain &d, uint64_t deadline) noexcept {
     return d.dispatching && deadline <= d.dispatch_now;
@@ -182,7 +191,7 @@ void disarm(tl_loop *loop, tl_timer *t) noexcept {
     const tl_timer_backend *b = loop->timers.backend;
     TimerDomain &d = loop->timers.domain[c];
     bool inside = !(t->flags & (TIMER_QUEUED | TIMER_DEFERRED));
-    if (inside && !must_defer(d, deadline) && b->reschedule) {
+    if (inside && !must_defer(d, deadline) && !overdue(d, t) && b->reschedule) {
         b->reschedule(d.instance, t, deadline); /* sets t->deadline */
         return 0;
     }
@@ -541,11 +550,11 @@ TL_API int tl_timer_start(tl_loop *loop, tl_timer *t, uint64_t timeout_ns, uint6
     uint64_t deadline = sat_add(d.now, timeout_ns);
     /* The heartbeat's restart: a relative timer (MONOTONIC, not periodic)
        inside its instance, which no running dispatch could pop at its new
-       deadline, moves in place. One test of the flags word, and nothing
-       left to do after the backend's call. */
+       deadline and whose deadline has not passed, moves in place. One test of the flags word, and
+       nothing left to do after the backend's call. */
     constexpr uint32_t kInPlace = TIMER_STATE | TIMER_CLOCK_MASK | TIMER_PERIODIC;
-    if ((t->flags & kInPlace) == TIMER_ACTIVE && !must_defer(d, deadline) && q.backend->reschedule)
-        [[likely]] {
+    if ((t->flags & kInPlace) == TIMER_ACTIVE && !must_defer(d, deadline) && !overdue(d, t) &&
+        q.backend->reschedule) [[likely]] {
         t->repeat = repeat_ns;
         q.backend->reschedule(d.instance, t, deadline);
         TL_DEBUG_VERIFY(loop, "tl_timer_start");

@@ -1226,3 +1226,50 @@ Test(loop, unknown_backend_name_is_enoent) {
     cr_assert(setenv("TICKLOOP_TIMERS", "no_such_backend", 1) == 0);
     cr_assert(tl_loop_new(&loop, NULL) == -ENOENT, "unknown name in TICKLOOP_TIMERS");
 }
+
+/* ------------------------------------------------------------------------ */
+/* tl_loop_timeout after an overdue timer moved away                        */
+/* ------------------------------------------------------------------------ */
+
+static void must_not_fire(tl_loop *loop, tl_timer *t) {
+    (void)loop;
+    cr_assert_fail("timer %p fired", (void *)t);
+}
+
+/* A timer started at a deadline already past, then restarted 10 s ahead (or
+ * stopped, another timer waiting 10 s): nothing is due, so tl_loop_timeout
+ * is about 10 s. The wheels noted the overdue deadline and kept the note
+ * after the timer left, and the timeout was 0 once (an empty iteration). The
+ * deadlines cover a past tick, the tick in progress and now itself. */
+BACKEND_TEST(loop, restarting_an_overdue_timer_leaves_no_spurious_zero_timeout) {
+    tl_loop *loop = new_loop_with(p->name);
+    tl_timer t, later;
+    tl_timer_init(&t, must_not_fire, NULL);
+    tl_timer_init(&later, must_not_fire, NULL);
+    static const uint64_t past[] = {1000 * MS, 5 * MS, MS + 1, MS, MS - 1, MS / 2, 1000, 1, 0};
+    for (int how = 0; how < 3; ++how)
+        for (size_t i = 0; i < sizeof past / sizeof past[0]; ++i) {
+            /* The backend's now is the loop's: a deadline before tl_now is
+               one before the last now the backend was given. */
+            cr_assert_geq(tl_loop_run(loop, TL_RUN_NOWAIT), 0);
+            uint64_t now = tl_now(loop);
+            if (how > 0) cr_assert_eq(tl_timer_start(loop, &later, 10000 * MS, 0), 0);
+            cr_assert_eq(tl_timer_start_at(loop, &t, TL_CLOCK_MONOTONIC, now - past[i], 0), 0);
+            if (how == 2)
+                cr_assert_eq(tl_timer_stop(loop, &t), 0);
+            else
+                cr_assert_eq(tl_timer_start(loop, &t, 10000 * MS, 0), 0);
+            check_loop(loop);
+            uint64_t ns = tl_loop_timeout(loop);
+            cr_assert(ns >= 9000 * MS && ns <= 10100 * MS,
+                      "%s: a timer %llu ns overdue, %s: tl_loop_timeout %llu ns", p->name,
+                      (unsigned long long)past[i],
+                      how == 2   ? "stopped, another 10 s ahead"
+                      : how == 1 ? "restarted 10 s ahead, another there too"
+                                 : "restarted 10 s ahead",
+                      (unsigned long long)ns);
+            tl_timer_stop(loop, &t);
+        }
+    tl_timer_stop(loop, &later);
+    free_loop(loop);
+}

@@ -562,7 +562,9 @@ TL_API int tl_loop_fd(const tl_loop *loop);
  * tl_loop_fd() before calling tl_loop_run(loop, TL_RUN_NOWAIT): 0 when the
  * loop has work now (a due timer, an active IDLE hook, a stop requested), the
  * time to the next timer's deadline, or UINT64_MAX when only I/O can wake the
- * loop (no timer). Also 0 for a NULL loop. Call it just before the host
+ * loop (no timer). Also 0 for a NULL loop, and never 0 otherwise: a timer
+ * started at a deadline already past and then restarted into the future, or
+ * stopped, leaves no zero behind on any backend. Call it just before the host
  * blocks: on io_uring it first hands the kernel the requests the last
  * iteration queued (poll re-arms, which otherwise ride on the next wait),
  * so that their completions reach tl_loop_fd(); if that submission fails it
