@@ -349,7 +349,12 @@ public:
             uint64_t lower = clock_.first_ns(slot_start);
             uint64_t min = slot_min_[level][slot];
             next = min > lower ? min : lower;
-            overdue = overdue_ < next && holds_overdue(level, slot, slot_start);
+            if (overdue_ < next) {
+                overdue = holds_overdue(level, slot, slot_start);
+                /* Dropped, or a later pop would act on it for timers that
+                   were never noted, before the time said here. */
+                if (!overdue) overdue_ = UINT64_MAX;
+            }
         }
         /* Ready timers taken early by a cascade may sit before slots with
            earlier deadlines: the lesser of the two. */
