@@ -216,9 +216,10 @@ TL_API void tl_timer_init(tl_timer *t, tl_timer_cb cb, void *data);
  * "never"), then every repeat_ns if non-zero. Starting an active timer
  * reschedules it (the heartbeat pattern). Returns 0, -EINVAL (NULL loop or t,
  * t has no callback, t active on another loop), -ENOMEM (a heap backend
- * could not grow; t is then inactive), or -ENOSPC (t is not active and the
- * loop already has tl_loop_options.max_timers active timers; t stays
- * inactive). Loop thread, callbacks included. */
+ * could not grow, or a custom backend's insert failed; t is then inactive),
+ * or -ENOSPC (t is not active and the loop already has
+ * tl_loop_options.max_timers active timers; t stays inactive). Loop thread,
+ * callbacks included. */
 TL_API int tl_timer_start(tl_loop *loop, tl_timer *t, uint64_t timeout_ns, uint64_t repeat_ns);
 
 /* Stops t. Returns 0 (also when t is not active) or -EINVAL (NULL arguments,
