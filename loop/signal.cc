@@ -194,6 +194,7 @@ int signal_fork(tl_loop *loop) noexcept {
         close(fd);
         return r;
     }
+    fd = r; /* it may have moved (io_replace_fd) */
     close(loop->signal_fd);
     loop->signal_fd = fd;
     return 0;

@@ -446,3 +446,68 @@ Test(fork, loop_fork_retakes_the_inherited_loops_signals) {
 Test(fork, loop_fork_refuses_a_signal_a_new_loop_took) {
     signal_after_fork(conflict_child);
 }
+
+/* ------------------------------------------------------------------------ */
+/* A watcher left on a closed fd whose number the loop's own reuses         */
+/* ------------------------------------------------------------------------ */
+
+static void stale_io_cb(tl_loop *loop, tl_io *w, unsigned revents) {
+    (void)loop;
+    (void)w;
+    (void)revents;
+}
+
+static void stale_async_cb(tl_loop *loop, tl_async *a) {
+    ++*(int *)a->data;
+    tl_async_stop(loop, a);
+}
+
+/* Watchers whose fds the program closed without stopping them (which
+ * tl_loop_fork allows: it skips them), on the lowest free fd numbers but
+ * one: the new epoll set or ring takes that one, the new async eventfd and
+ * signalfd take numbers a stale watcher still holds in the registry. A later
+ * tl_io_stop of that watcher removed the loop's own registration: the async
+ * and the signal went deaf. */
+#define STALE 8
+Test(fork, stopping_a_stale_watcher_on_a_reused_fd_keeps_the_loops_own) {
+    tl_loop *loop = new_loop();
+    tl_async a;
+    tl_signal s;
+    int sent = 0, got = 0;
+    tl_async_init(&a);
+    tl_signal_init(&s);
+    a.data = &sent;
+    cr_assert_eq(tl_async_start(loop, &a, stale_async_cb, &sent), 0);
+    cr_assert_eq(tl_signal_start(loop, &s, SIGUSR1, sc_got, &got), 0);
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    int fds[STALE + 1];
+    for (int i = 0; i <= STALE; ++i) {
+        fds[i] = dup(p[0]); /* the lowest free numbers, in order */
+        cr_assert_geq(fds[i], 0);
+    }
+    tl_io w[STALE + 1];
+    for (int i = 1; i <= STALE; ++i) {
+        tl_io_init(&w[i], fds[i], stale_io_cb, NULL);
+        cr_assert_eq(tl_io_start(loop, &w[i], TL_READ), 0);
+    }
+    cr_assert_geq(tl_loop_run(loop, TL_RUN_NOWAIT), 0);
+    for (int i = 0; i <= STALE; ++i) close(fds[i]);
+    cr_assert_eq(tl_loop_fork(loop), 0);
+    check_loop(loop);
+    for (int i = 1; i <= STALE; ++i) cr_assert_eq(tl_io_stop(loop, &w[i]), 0);
+    check_loop(loop);
+    /* The loop's own watchers still deliver. */
+    cr_assert_eq(tl_async_send(&a), 0);
+    cr_assert_eq(kill(getpid(), SIGUSR1), 0);
+    tl_timer fs;
+    int fired;
+    start_failsafe(loop, &fs, &fired, 5000);
+    while ((!sent || !got) && !fired) tl_loop_run(loop, TL_RUN_ONCE);
+    cr_assert_eq(sent, 1, "the async went deaf");
+    cr_assert_eq(got, 1, "the signal watcher went deaf");
+    tl_timer_stop(loop, &fs);
+    close(p[0]);
+    close(p[1]);
+    free_loop(loop);
+}
