@@ -111,6 +111,7 @@ int async_fork(tl_loop *loop) noexcept {
         close(fd);
         return r;
     }
+    fd = r; /* it may have moved (io_replace_fd) */
     close(loop->async_fd);
     loop->async_fd = fd;
     /* A send pending at the fork wrote the old counter; its flag is still

@@ -150,6 +150,7 @@ int clock_fork(tl_loop *loop) noexcept {
             close(fd);
             return r;
         }
+        fd = r; /* it may have moved (io_replace_fd) */
         close(cs.fd);
         cs.fd = fd;
         cs.armed = 0;

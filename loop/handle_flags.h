@@ -25,7 +25,12 @@ namespace tl::detail {
  *                            dispatch, already due); only with TIMER_ACTIVE
  *   bit 4      TIMER_PERIODIC started by tl_timer_start_at with a period: re-armed
  *                            at deadline + k * repeat, not now + repeat
- *   bits 5-7   free: per-handle state bits
+ *   bit 5      TIMER_FRESH   inside its instance, started during a dispatch
+ *                            with a deadline it could still pop, on a backend
+ *                            without reserve (timer.cc): popped by that
+ *                            dispatch, it waits in the deferred list for the
+ *                            next one
+ *   bits 6-7   TIMER_FRESH_EPOCH that dispatch, the low bits of its count
  *   bits 8-9   the tl_clock it was started on (TIMER_CLOCK_SHIFT)
  *   bit 10     TIMER_LOOP_LEEWAY the leeway bits hold the loop's collect
  *                            interval (the timer has none of its own); set at
@@ -43,6 +48,10 @@ enum : uint32_t {
     TIMER_UNREF = 1u << 2,
     TIMER_DEFERRED = 1u << 3,
     TIMER_PERIODIC = 1u << 4,
+    TIMER_FRESH = 1u << 5,
+    TIMER_FRESH_EPOCH_SHIFT = 6,
+    TIMER_FRESH_EPOCH = 3u << TIMER_FRESH_EPOCH_SHIFT,
+    TIMER_FRESH_BITS = TIMER_FRESH | TIMER_FRESH_EPOCH,
     TIMER_STATE = TIMER_ACTIVE | TIMER_QUEUED | TIMER_DEFERRED,
     TIMER_LOOP_LEEWAY = kLentLeeway,
     TIMER_CLOCK_SHIFT = 8,

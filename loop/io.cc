@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <unistd.h>
 
 #include "handle_flags.h"
 #include "io.h"
@@ -252,12 +253,26 @@ void io_unregister(tl_loop *loop, tl_io *w) noexcept {
 int io_replace_fd(tl_loop *loop, tl_io *w, int new_fd) noexcept {
     assert((w->flags & (IO_ACTIVE | IO_INTERNAL)) == (IO_ACTIVE | IO_INTERNAL));
     assert(loop->io_slots[w->fd].watcher == w && new_fd != w->fd);
-    int r = reserve_fd(loop, new_fd);
-    if (r < 0) return r;
+    /* new_fd was just created, so a watcher filed under its number is one
+       whose fd the program closed without stopping it (tl_loop_fork skips
+       those). Its registration is its own: a later tl_io_stop clears that
+       slot and tells the backend. So the loop's descriptor moves above the
+       registry instead, where no watcher is filed. */
+    int fd = new_fd;
+    if ((size_t)fd < loop->io_slots_size && loop->io_slots[fd].watcher) {
+        fd = fcntl(new_fd, F_DUPFD_CLOEXEC, (int)loop->io_slots_size);
+        if (fd < 0) return -errno;
+    }
+    int r = reserve_fd(loop, fd);
+    if (r < 0) {
+        if (fd != new_fd) close(fd);
+        return r;
+    }
+    if (fd != new_fd) close(new_fd);
     loop->io_slots[w->fd] = IoSlot{};
-    loop->io_slots[new_fd] = IoSlot{w, 0, 0};
-    w->fd = new_fd;
-    return 0;
+    loop->io_slots[fd] = IoSlot{w, 0, 0};
+    w->fd = fd;
+    return fd;
 }
 
 void io_close(tl_loop *loop) noexcept {

@@ -46,11 +46,16 @@ int io_interest(tl_loop *loop, tl_io *w, unsigned events) noexcept;
 void io_unregister(tl_loop *loop, tl_io *w) noexcept;
 /* Moves the registration of internal watcher w from its fd to new_fd, a
    descriptor just created (so open, and not w->fd): the registry slot of
-   w->fd is cleared, new_fd's holds w with state and index 0, w->fd becomes
-   new_fd, and w keeps its generation. The I/O backend is not told: the fork
-   steps give the whole registry to a fresh backend afterwards
-   (io_readd_all). The caller closes the old descriptor. Returns 0, or a
-   negative errno (growing the registry failed) with nothing changed. */
+   w->fd is cleared, the new descriptor's holds w with state and index 0,
+   w->fd becomes it, and w keeps its generation. If a watcher is filed under
+   new_fd's number (one whose fd the program closed without stopping it),
+   the descriptor is first moved above the registry (F_DUPFD_CLOEXEC) and
+   new_fd closed, so that that watcher's stop cannot clear w's slot. The I/O
+   backend is not told: the fork steps give the whole registry to a fresh
+   backend afterwards (io_readd_all). The caller closes the old descriptor.
+   Returns the descriptor w now watches (new_fd or its duplicate), or a
+   negative errno (duplicating the descriptor or growing the registry
+   failed) with nothing changed: new_fd is still the caller's. */
 int io_replace_fd(tl_loop *loop, tl_io *w, int new_fd) noexcept;
 
 } // namespace tl::detail

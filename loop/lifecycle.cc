@@ -193,9 +193,17 @@ TL_API int tl_loop_free(tl_loop *loop) {
 TL_API int tl_loop_fork(tl_loop *loop) {
     if (!loop) return -EINVAL;
     if (loop->running) return -EBUSY;
-    IoBackend *fresh;
-    int r = create_io(loop, loop->io_kind, &fresh);
+    /* Its signals first, so that a conflict with a loop the child created
+       fails with nothing changed. */
+    sigset_t taken;
+    int r = signal_retake(loop, &taken);
     if (r < 0) return r;
+    IoBackend *fresh;
+    r = create_io(loop, loop->io_kind, &fresh);
+    if (r < 0) {
+        signal_release(loop, &taken);
+        return r;
+    }
     /* The loop's own descriptors first: they change the fd registry. */
     r = async_fork(loop);
     if (r == 0) r = signal_fork(loop);
@@ -207,6 +215,7 @@ TL_API int tl_loop_fork(tl_loop *loop) {
     if (r == 0) r = io_readd_all(loop, fresh);
     if (r < 0) {
         delete fresh;
+        signal_release(loop, &taken);
         return r;
     }
     /* Closes the inherited epoll descriptor or unmaps the inherited ring in

@@ -54,6 +54,11 @@ constexpr uint32_t kDefaultMaxTimersPerIteration = 8192;
  * even read back more than 2.1 s. */
 constexpr uint64_t kMaxTimerSlackNs = 1000000000;
 
+/* The largest tick_ns accepted. A wheel hands out every timer of a tick
+ * once the tick has passed, so a tick of 2^40 ns (18 minutes) held a 2 ms
+ * timer that long; a second is already far coarser than any wheel needs. */
+constexpr uint64_t kMaxTickNs = 1000000000;
+
 /* The largest collect_interval_ns accepted: a loop-wide second of lateness
  * is a unit mistake more often than a wish; a timer that may wait longer
  * says so with its own leeway. */
@@ -123,6 +128,9 @@ int resolve_options(const tl_loop_options *opts, LoopSettings *out) noexcept {
     if (opts->wheel_slots && !is_power_of_two(opts->wheel_slots))
         return fail_new(-EINVAL, "tl_loop_options.wheel_slots is %u: not a power of two",
                         opts->wheel_slots);
+    if (opts->tick_ns > kMaxTickNs)
+        return fail_new(-EINVAL, "tl_loop_options.tick_ns is %llu: above 1 s (1000000000)",
+                        (unsigned long long)opts->tick_ns);
     if (opts->timer_slack_ns > kMaxTimerSlackNs)
         return fail_new(-EINVAL, "tl_loop_options.timer_slack_ns is %llu: above 1 s (1000000000)",
                         (unsigned long long)opts->timer_slack_ns);

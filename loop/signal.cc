@@ -17,6 +17,15 @@
  * so a start on a second loop is refused with -EEXIST while the first has a
  * watcher of it (signal_owner). Several watchers of one signal in one loop
  * all run.
+ *
+ * That ownership belongs to the process. A child after fork() inherits
+ * copies of the parent's loops that it may never use (a pre-fork server's
+ * workers watch SIGTERM on loops of their own), so it starts owning
+ * nothing: a pthread_atfork child handler clears the table, and
+ * tl_loop_fork on an inherited loop takes its signals again
+ * (signal_retake), failing with -EEXIST if a loop of the child has one of
+ * them by then. Until then the inherited loop's signalfd is the parent's
+ * too, so a stop there leaves that descriptor's mask alone.
  */
 #include <atomic>
 #include <cerrno>
@@ -49,20 +58,49 @@ bool is_active(const tl_loop *loop, const tl_signal *s) noexcept {
     return s->loop != loop || list_contains(loop->signals, s);
 }
 
-/* The loop (its id) watching each signal, 0: none. Process-wide, as the
-   signals are. */
+/* The loop (its id) watching each signal in this process, 0: none.
+   Process-wide, as the signals are; emptied in a child after fork(). */
 std::atomic<uint32_t> signal_owner[_NSIG];
 
-/* Takes signo for loop; false if another loop has it. */
-bool claim_signal(const tl_loop *loop, int signo) noexcept {
-    uint32_t none = 0;
-    return signal_owner[signo].compare_exchange_strong(none, loop->id, std::memory_order_acq_rel) ||
-           none == loop->id;
+void forget_signals_in_child() {
+    for (std::atomic<uint32_t> &owner : signal_owner) owner.store(0, std::memory_order_relaxed);
 }
 
-void release_signal(const tl_loop *loop, int signo) noexcept {
+/* The child handler is registered before the first claim, so that a fork
+   after any claim runs it; a failed registration is tried again at the
+   next claim (and that claim fails). */
+pthread_mutex_t atfork_lock = PTHREAD_MUTEX_INITIALIZER;
+std::atomic<bool> atfork_registered{false};
+
+int register_atfork() noexcept {
+    if (atfork_registered.load(std::memory_order_acquire)) return 0;
+    pthread_mutex_lock(&atfork_lock);
+    int r = 0;
+    if (!atfork_registered.load(std::memory_order_relaxed)) {
+        r = -pthread_atfork(nullptr, nullptr, forget_signals_in_child);
+        if (r == 0) atfork_registered.store(true, std::memory_order_release);
+    }
+    pthread_mutex_unlock(&atfork_lock);
+    return r;
+}
+
+/* Takes signo for loop: 1 if taken now, 0 if the loop had it already,
+   -EEXIST if another loop has it, -ENOMEM if the child handler could not be
+   registered. */
+int claim_signal(const tl_loop *loop, int signo) noexcept {
+    int r = register_atfork();
+    if (r < 0) return r;
+    uint32_t none = 0;
+    if (signal_owner[signo].compare_exchange_strong(none, loop->id, std::memory_order_acq_rel))
+        return 1;
+    return none == loop->id ? 0 : -EEXIST;
+}
+
+/* Gives signo up if loop has it; false if it did not (a loop inherited
+   across fork() that tl_loop_fork has not taken back). */
+bool release_signal(const tl_loop *loop, int signo) noexcept {
     uint32_t mine = loop->id;
-    signal_owner[signo].compare_exchange_strong(mine, 0, std::memory_order_acq_rel);
+    return signal_owner[signo].compare_exchange_strong(mine, 0, std::memory_order_acq_rel);
 }
 
 /* Per thread, because the signal mask is (pthread_sigmask). */
@@ -130,6 +168,25 @@ void signal_close(tl_loop *loop) noexcept {
     loop->signal_fd = -1;
 }
 
+int signal_retake(tl_loop *loop, sigset_t *taken) noexcept {
+    sigemptyset(taken);
+    for (int signo = 1; signo < _NSIG; ++signo) {
+        if (loop->signal_watchers[signo] == 0) continue;
+        int r = claim_signal(loop, signo);
+        if (r < 0) {
+            signal_release(loop, taken);
+            return r;
+        }
+        if (r > 0) sigaddset(taken, signo);
+    }
+    return 0;
+}
+
+void signal_release(tl_loop *loop, const sigset_t *taken) noexcept {
+    for (int signo = 1; signo < _NSIG; ++signo)
+        if (sigismember(taken, signo) == 1) release_signal(loop, signo);
+}
+
 int signal_fork(tl_loop *loop) noexcept {
     if (loop->signal_fd < 0) return 0;
     /* epoll and io_uring polls on a signalfd are tied to the process that
@@ -142,6 +199,7 @@ int signal_fork(tl_loop *loop) noexcept {
         close(fd);
         return r;
     }
+    fd = r; /* it may have moved (io_replace_fd) */
     close(loop->signal_fd);
     loop->signal_fd = fd;
     return 0;
@@ -177,7 +235,8 @@ TL_API int tl_signal_start(tl_loop *loop, tl_signal *s, int signo, tl_signal_cb 
     uint32_t keep = is_marked(s->magic) ? s->magic & (HANDLE_INIT | HANDLE_UNREF) : 0;
 
     if (loop->signal_watchers[signo] == 0) {
-        if (!claim_signal(loop, signo)) return -EEXIST;
+        int claimed = claim_signal(loop, signo);
+        if (claimed < 0) return claimed;
         sigset_t mask = loop->signal_mask;
         sigaddset(&mask, signo);
         int fd = signalfd(loop->signal_fd, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
@@ -227,9 +286,11 @@ TL_API int tl_signal_stop(tl_loop *loop, tl_signal *s) {
     int signo = s->signo;
     if (--loop->signal_watchers[signo] == 0) {
         sigdelset(&loop->signal_mask, signo);
-        signalfd(loop->signal_fd, &loop->signal_mask, SFD_NONBLOCK | SFD_CLOEXEC);
+        /* A loop that does not hold signo is one inherited across fork()
+           and not taken back: its signalfd is still the parent's. */
+        if (release_signal(loop, signo))
+            signalfd(loop->signal_fd, &loop->signal_mask, SFD_NONBLOCK | SFD_CLOEXEC);
         thread_unwatch(signo);
-        release_signal(loop, signo);
     }
     return 0;
 }

@@ -48,10 +48,17 @@
  * So that this insert cannot fail, the room for it is reserved when it is
  * parked (the backend's reserve: a heap grows then, and the start returns
  * -ENOMEM if it cannot), and every insert made while timers are parked keeps
- * that room (reserve_parked). The wheels never fail an insert; a custom
- * backend whose insert can fail and that has no reserve may still drop a
- * parked timer, which then becomes inactive as a repeating timer whose
- * re-arm fails does.
+ * that room (reserve_parked; the wheels' reserve is a no-op, their insert
+ * never fails). A custom backend without reserve gets the timer at its
+ * start instead, so that a failed insert is the start's error, marked
+ * TIMER_FRESH: if the dispatch pops it, it goes to the deferred list rather
+ * than the ready list, and stays there, out of every instance, until the
+ * next dispatch of its domain runs it first (it is due, and was next in the
+ * backend's order when popped). A fresh timer the dispatch did not pop (it
+ * was started by a callback of its last chunk, or a cap stopped it) keeps
+ * its mark, with the low bits of its dispatch's count: a later dispatch
+ * pops it as any due timer (one four dispatches later would defer it once
+ * more: an iteration late, never lost).
  *
  * The queue calls the backend through its vtable only: it knows no backend
  * but by its caps. A restart (a heartbeat per packet: the hottest call) is
@@ -74,6 +81,15 @@ namespace {
 
 bool owned_by_other(const tl_loop *loop, const tl_timer *t) noexcept {
     return (t->flags & TIMER_ACTIVE) && t->reserved != timer_owner(loop->id, t);
+}
+
+/* t's deadline has passed by d's time: a restart of t is a remove and an
+   insert, never the backend's reschedule, which may leave t's old place
+   (due now) to be visited for nothing: a wheel's lazy reschedule, with the
+   wheel's time behind the loop's (tl_update_time, a run without an
+   iteration), made tl_loop_timeout return 0 with nothing due. */
+bool overdue(const TimerDomain &d, const tl_timer *t) noexcept {
+    return t->deadline <= d.now;
 }
 
 /* A dispatch is running that could still pop a timer at deadline in d. */
@@ -120,6 +136,17 @@ uint64_t wakeup_of(const tl_timer_backend *b, void *self) noexcept {
     return q.backend->reserve(self, t, q.deferred.count + q.ready.count + 1);
 }
 
+/* A backend without reserve: t, due for the running dispatch, goes into d's
+   instance now (its insert's error is the start's), marked so that the
+   dispatch defers it if it pops it. */
+[[gnu::noinline]] int insert_fresh(TimerQueue &q, TimerDomain &d, tl_timer *t) noexcept {
+    int r = q.backend->insert(d.instance, t);
+    if (r == 0)
+        t->flags = (t->flags & ~TIMER_FRESH_BITS) | TIMER_FRESH |
+                   (q.dispatches << TIMER_FRESH_EPOCH_SHIFT & TIMER_FRESH_EPOCH);
+    return r;
+}
+
 /* Pre: t in neither an instance nor a list; its clock bits name d (whose
    instance exists). Puts t at deadline: in the deferred list if a dispatch
    is running that could still pop it, else in d's instance. Returns 0 or the
@@ -130,6 +157,8 @@ uint64_t wakeup_of(const tl_timer_backend *b, void *self) noexcept {
     TimerQueue &q = loop->timers;
     const bool defer = must_defer(d, deadline);
     if (defer || q.deferred.count) [[unlikely]] {
+        if (!q.backend->reserve)
+            return defer ? insert_fresh(q, d, t) : q.backend->insert(d.instance, t);
         int r = reserve_parked(q, d.instance, t);
         if (r < 0) return r;
         if (defer) {
@@ -151,7 +180,7 @@ void detach(tl_loop *loop, tl_timer *t) noexcept {
         q.deferred.unlink(t);
     else
         q.backend->remove(domain_of(loop, t).instance, t);
-    t->flags &= ~(TIMER_QUEUED | TIMER_DEFERRED);
+    t->flags &= ~(TIMER_QUEUED | TIMER_DEFERRED | TIMER_FRESH_BITS);
 }
 
 /* Pre: t active and detached. Post: t inactive. */
@@ -187,8 +216,9 @@ void disarm(tl_loop *loop, tl_timer *t) noexcept {
     const tl_timer_backend *b = loop->timers.backend;
     TimerDomain &d = loop->timers.domain[c];
     bool inside = !(t->flags & (TIMER_QUEUED | TIMER_DEFERRED));
-    if (inside && !must_defer(d, deadline) && b->reschedule) {
+    if (inside && !must_defer(d, deadline) && !overdue(d, t) && b->reschedule) {
         b->reschedule(d.instance, t, deadline); /* sets t->deadline */
+        t->flags &= ~TIMER_FRESH_BITS;          /* no longer due for the dispatch */
         return 0;
     }
     detach(loop, t);
@@ -235,6 +265,30 @@ uint64_t next_period(uint64_t deadline, uint64_t period, uint64_t now) noexcept 
    they are still in L1/L2 when their callbacks run after the collect. */
 constexpr uint64_t kChunk = 256;
 
+/* A TIMER_FRESH t was started during the running dispatch (one that did
+   not pop it keeps the mark, of its own dispatch). */
+bool fresh_now(const TimerQueue &q, const tl_timer *t) noexcept {
+    return (t->flags & TIMER_FRESH_EPOCH) ==
+           (q.dispatches << TIMER_FRESH_EPOCH_SHIFT & TIMER_FRESH_EPOCH);
+}
+
+/* The deferred list holds, between dispatches, only timers a dispatch
+   popped and deferred (TIMER_FRESH; a backend without reserve). Moves d's
+   into the ready list, in their order, before d's dispatch pops anything. */
+[[gnu::noinline]] void release_deferred(tl_loop *loop, TimerDomain &d, uint64_t cap) noexcept {
+    TimerQueue &q = loop->timers;
+    tl_timer *t = q.deferred.head;
+    while (t && q.ready.count < cap) {
+        tl_timer *next = next_of(t);
+        if (&domain_of(loop, t) == &d) {
+            q.deferred.unlink(t);
+            t->flags = (t->flags & ~TIMER_DEFERRED) | TIMER_QUEUED;
+            q.ready.append(t);
+        }
+        t = next;
+    }
+}
+
 /* Pops the due timers of domain d at its dispatch time into the ready list,
    a chunk at a time, and runs them (see the top of this file), up to cap
    callbacks; returns the callbacks run. */
@@ -244,21 +298,38 @@ uint64_t dispatch_domain(tl_loop *loop, TimerDomain &d, uint64_t cap) noexcept {
     void *self = d.instance;
     const uint64_t now = d.dispatch_now;
     uint64_t fired = 0, popped = 0;
+    /* Timers a dispatch deferred after popping them (TIMER_FRESH) run
+       first: they are due, and were next in the backend's order. */
+    if (q.deferred.count) [[unlikely]]
+        release_deferred(loop, d, cap);
     /* The cap counts callbacks (max_timers_per_iteration), not pops: a
        queued timer that a callback stops leaves its turn to the next due one,
        so the next chunk is sized from what actually ran. */
     while (fired < cap) {
-        /* Collect. Nothing runs here, and nothing a callback starts can be
-           popped (place() defers what is due), so every chunk is what was
-           due at `now`, in the backend's order. */
-        uint64_t chunk = cap - fired < kChunk ? cap - fired : kChunk;
+        /* Collect. Nothing runs here, and nothing a callback starts is
+           collected (place() defers what is due, or marks it TIMER_FRESH
+           and it is deferred here), so every chunk is what was due at
+           `now`, in the backend's order. Timers released above count
+           against the cap too. */
+        uint64_t room = cap - fired > q.ready.count ? cap - fired - q.ready.count : 0;
+        uint64_t chunk = room < kChunk ? room : kChunk;
         uint64_t n = 0;
-        for (; n < chunk; ++n) {
+        while (n < chunk) {
             tl_timer *t = b->pop_expired(self, now);
             if (!t) break;
+            if (t->flags & TIMER_FRESH) [[unlikely]] {
+                if (fresh_now(q, t)) {
+                    /* Started during this dispatch: the next one runs it. */
+                    t->flags = (t->flags & ~TIMER_FRESH_BITS) | TIMER_DEFERRED;
+                    q.deferred.append(t);
+                    continue;
+                }
+                t->flags &= ~TIMER_FRESH_BITS; /* an earlier dispatch's: due */
+            }
             TL_DEBUG_CHECK_POPPED(loop, t, now, popped + n == 0);
             q.ready.append(t);
             t->flags |= TIMER_QUEUED;
+            ++n;
         }
         popped += n;
         TL_DEBUG_VERIFY(loop, "timer collect");
@@ -376,6 +447,8 @@ uint64_t timers_active(const tl_loop *loop) noexcept {
 
 uint64_t timers_next_wakeup(tl_loop *loop, bool for_wait) noexcept {
     TimerQueue &q = loop->timers;
+    if (q.deferred.count) [[unlikely]]
+        return 0; /* deferred by the last dispatch: due */
     uint64_t least = UINT64_MAX;
     for (unsigned c = 0; c < kClocks; ++c) {
         TimerDomain &d = q.domain[c];
@@ -411,7 +484,7 @@ uint64_t timers_dispatch(tl_loop *loop) noexcept {
         TimerDomain &d = q.domain[c];
         if (!d.instance) continue;
         if (!d.by_wait) {
-            if (b->count(d.instance) == 0) [[likely]]
+            if (b->count(d.instance) == 0 && q.deferred.count == 0) [[likely]]
                 continue;
             d.now = read_clock(loop, c);
         }
@@ -424,14 +497,16 @@ uint64_t timers_dispatch(tl_loop *loop) noexcept {
         d.dispatching = true;
     }
     q.start_slow |= kSlowDispatch;
+    ++q.dispatches;
     uint64_t fired = 0;
     for (TimerDomain &d : q.domain)
         if (d.dispatching && fired < cap) fired += dispatch_domain(loop, d, cap - fired);
     for (TimerDomain &d : q.domain) d.dispatching = false;
 
     /* The deferred timers, in start order: each is the newest insertion. Their
-       room was reserved when they were parked (place). */
-    while (tl_timer *t = q.deferred.head) {
+       room was reserved when they were parked (place). Without reserve,
+       those the dispatch popped and deferred wait for the next one. */
+    while (tl_timer *t = b->reserve ? q.deferred.head : nullptr) {
         q.deferred.unlink(t);
         t->flags &= ~TIMER_DEFERRED;
         if (b->insert(domain_of(loop, t).instance, t) < 0) deactivate(loop, t);
@@ -546,11 +621,12 @@ TL_API int tl_timer_start(tl_loop *loop, tl_timer *t, uint64_t timeout_ns, uint6
     uint64_t deadline = sat_add(d.now, timeout_ns);
     /* The heartbeat's restart: a relative timer (MONOTONIC, not periodic)
        inside its instance, which no running dispatch could pop at its new
-       deadline, moves in place. One test of the flags word, and nothing
-       left to do after the backend's call. */
-    constexpr uint32_t kInPlace = TIMER_STATE | TIMER_CLOCK_MASK | TIMER_PERIODIC;
-    if ((t->flags & kInPlace) == TIMER_ACTIVE && !must_defer(d, deadline) && q.backend->reschedule)
-        [[likely]] {
+       deadline and whose deadline has not passed, moves in place. One test of the flags word, and
+       nothing left to do after the backend's call. */
+    constexpr uint32_t kInPlace =
+        TIMER_STATE | TIMER_FRESH_BITS | TIMER_CLOCK_MASK | TIMER_PERIODIC;
+    if ((t->flags & kInPlace) == TIMER_ACTIVE && !must_defer(d, deadline) && !overdue(d, t) &&
+        q.backend->reschedule) [[likely]] {
         t->repeat = repeat_ns;
         q.backend->reschedule(d.instance, t, deadline);
         TL_DEBUG_VERIFY(loop, "tl_timer_start");

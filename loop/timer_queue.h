@@ -81,8 +81,14 @@ struct TimerQueue {
     /* Started during a dispatch with a deadline already due on a domain
        being dispatched: parked here, out of the backend's reach, so that a
        later chunk of the same dispatch cannot pop them; inserted when the
-       dispatch ends (flag TIMER_DEFERRED). */
+       dispatch ends (flag TIMER_DEFERRED). With a backend without reserve,
+       such a timer is inserted at its start instead (TIMER_FRESH), and
+       comes here only if the dispatch pops it; it stays until the next
+       dispatch of its domain runs it first. */
     TimerList deferred;
+    /* Counts dispatches; its low bits mark a TIMER_FRESH timer with the
+       dispatch it was started in. */
+    uint32_t dispatches;
     /* Popped by this iteration's dispatch, callbacks not run yet, in pop
        order (flag TIMER_QUEUED; same links as the deferred list). Empty
        outside timers_dispatch. */

@@ -13,11 +13,13 @@
  *   (from the loop's creation) and no timerfd; a domain dispatching has an
  *   instance; one holding timers has its waker (the wait, or a timerfd).
  * - Ready and deferred lists: empty unless a dispatch runs (some domain
- *   dispatching); NULL-terminated lists whose next/prev links agree, every
- *   member TIMER_ACTIVE plus exactly its list's flag (QUEUED, DEFERRED),
- *   owned by this loop, of a domain the dispatch runs (a deferred one due
- *   at that domain's dispatch time: why it was parked), as many members as
- *   the list's count.
+ *   dispatching), except the deferred list with a backend without reserve
+ *   (timers a dispatch popped and deferred); NULL-terminated lists whose
+ *   next/prev links agree, every member TIMER_ACTIVE plus exactly its
+ *   list's flag (QUEUED, DEFERRED), owned by this loop, of a domain the
+ *   dispatch runs (or, so deferred, any), a deferred one due at that
+ *   domain's dispatch time (why it was parked), as many members as the
+ *   list's count.
  * - Timers: per domain, its instance's count plus its listed timers; their
  *   sum is timers_active, which never exceeds active_handles (every active
  *   timer is a handle the loop counts).
@@ -70,7 +72,10 @@ void verify_timers(const tl_loop *loop, const TimerList &list, uint32_t flag, co
         if ((t->flags & TIMER_STATE) != (TIMER_ACTIVE | flag)) broken("member flags wrong");
         if (t->reserved != timer_owner(loop->id, t)) broken("member owned by another loop");
         const TimerDomain &d = loop->timers.domain[timer_clock(t)];
-        if (!d.dispatching) broken("member of a domain the dispatch does not run");
+        /* Between dispatches, deferred timers are those a dispatch popped
+           and deferred (timer.cc: a backend without reserve). */
+        if (!d.dispatching && (flag != TIMER_DEFERRED || loop->timers.backend->reserve))
+            broken("member of a domain the dispatch does not run");
         if (flag == TIMER_DEFERRED && t->deadline > d.dispatch_now)
             broken("member not due at its domain's dispatch time");
         ++listed[timer_clock(t)];
@@ -133,7 +138,7 @@ void loop_verify(tl_loop *loop, const char *where) noexcept {
         !(q.start_slow & kSlowCollect) != !q.collect_flags ||
         (dispatching && !(q.start_slow & kSlowDispatch)))
         fail(where, "start_slow disagrees with the options or the dispatch");
-    if (!dispatching && (q.ready.count || q.deferred.count))
+    if (!dispatching && (q.ready.count || (q.deferred.count && q.backend->reserve)))
         fail(where, "ready or deferred timers outside the dispatch");
     uint64_t timers = timers_active(loop);
     if (timers > loop->active_handles) fail(where, "more active timers than active handles");

@@ -408,6 +408,29 @@ Test(api, loop_new_error_names_what_was_refused) {
     cr_assert(tl_loop_free(loop) == 0);
 }
 
+/* tick_ns above 1 s: a wheel fires per tick, so 2^40 ns (18 minutes) held a
+ * 2 ms timer for the whole tick; refused on every backend, and named. */
+Test(api, tick_ns_above_one_second_is_refused) {
+    static const char *const backends[] = {NULL, "heap2", "heap4", "wheel", "hwheel"};
+    for (size_t i = 0; i < sizeof backends / sizeof backends[0]; ++i) {
+        tl_loop_options opts;
+        tl_loop_options_init(&opts);
+        opts.timers = backends[i];
+        const uint64_t refused[] = {1ull << 40, UINT64_MAX, 1000000001ull};
+        for (size_t j = 0; j < sizeof refused / sizeof refused[0]; ++j) {
+            opts.tick_ns = refused[j];
+            expect_new_error(&opts, -EINVAL, (const char *[]){"tl_loop_options.tick_ns", NULL});
+        }
+        opts.tick_ns = 1000000000ull; /* 1 s itself is accepted */
+        tl_loop *loop = NULL;
+        int r = tl_loop_new(&loop, &opts);
+        cr_assert(r == 0, "%s: tick_ns 1e9: %d %s (%s)", backends[i] ? backends[i] : "default", r,
+                  tl_strerror(r), tl_loop_new_error() ? tl_loop_new_error() : "");
+        cr_assert(tl_loop_new_error() == NULL);
+        cr_assert(tl_loop_free(loop) == 0);
+    }
+}
+
 static void *other_thread_error(void *arg) {
     (void)arg;
     return (void *)tl_loop_new_error();

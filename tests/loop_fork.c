@@ -335,3 +335,179 @@ Test(fork, asyncs_signals_and_hooks_work_in_child) {
     free_loop(c.loop);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
+
+/* ------------------------------------------------------------------------ */
+/* Signals after fork: ownership belongs to the process                     */
+/* ------------------------------------------------------------------------ */
+
+/* A loop of the parent watches SIGUSR1 (and keeps it: the parent checks at
+ * the end that its signalfd still delivers). The children below decide who
+ * watches it on their side. */
+struct sig_case {
+    tl_loop *loop; /* the parent's, inherited by the child */
+    tl_signal sig;
+    int got;
+};
+
+static void sc_got(tl_loop *loop, tl_signal *s, int signo) {
+    if (signo == SIGUSR1) ++*(int *)s->data;
+    tl_signal_stop(loop, s);
+}
+
+/* Runs loop until *got, or fails the child. */
+static void child_wait_signal(tl_loop *loop, int *got) {
+    CHILD_CHECK(kill(getpid(), SIGUSR1) == 0);
+    while (!*got) CHILD_CHECK(tl_loop_run(loop, TL_RUN_ONCE) >= 0);
+    CHILD_CHECK(*got == 1);
+}
+
+static tl_loop *child_new_loop(void) {
+    tl_loop *loop = NULL;
+    CHILD_CHECK(tl_loop_new(&loop, NULL) == 0);
+    return loop;
+}
+
+/* A pre-fork server's worker: a loop of its own watches the signal the
+   inherited loop, which the child never uses, watched in the parent. */
+static void new_loop_child(void *arg) {
+    (void)arg;
+    tl_loop *mine = child_new_loop();
+    tl_signal s;
+    int got = 0;
+    tl_signal_init(&s);
+    CHILD_CHECK(tl_signal_start(mine, &s, SIGUSR1, sc_got, &got) == 0);
+    child_wait_signal(mine, &got);
+    CHILD_CHECK(tl_loop_free(mine) == 0);
+}
+
+/* tl_loop_fork on the inherited loop takes its signals again: a new loop is
+   then refused, and the inherited watcher gets the signal. */
+static void loop_fork_child(void *arg) {
+    struct sig_case *c = arg;
+    c->got = 0;
+    CHILD_CHECK(tl_loop_fork(c->loop) == 0);
+    tl_loop *mine = child_new_loop();
+    tl_signal s;
+    int got = 0;
+    tl_signal_init(&s);
+    CHILD_CHECK(tl_signal_start(mine, &s, SIGUSR1, sc_got, &got) == -EEXIST);
+    child_wait_signal(c->loop, &c->got);
+    CHILD_CHECK(tl_loop_free(c->loop) == 0);
+    /* Stopped there, free for another loop of the child. */
+    CHILD_CHECK(tl_signal_start(mine, &s, SIGUSR1, sc_got, &got) == 0);
+    child_wait_signal(mine, &got);
+    CHILD_CHECK(tl_loop_free(mine) == 0);
+}
+
+/* The child's new loop took the signal first: tl_loop_fork on the inherited
+   loop fails with -EEXIST and changes nothing; stopping the inherited
+   watcher (its signalfd is still the parent's, which must not change) lets
+   a second tl_loop_fork succeed, and the new loop keeps the signal. */
+static void conflict_child(void *arg) {
+    struct sig_case *c = arg;
+    tl_loop *mine = child_new_loop();
+    tl_signal s;
+    int got = 0;
+    tl_signal_init(&s);
+    CHILD_CHECK(tl_signal_start(mine, &s, SIGUSR1, sc_got, &got) == 0);
+    CHILD_CHECK(tl_loop_fork(c->loop) == -EEXIST);
+    CHILD_CHECK(tl_signal_stop(c->loop, &c->sig) == 0);
+    CHILD_CHECK(tl_loop_fork(c->loop) == 0);
+    child_wait_signal(mine, &got);
+    CHILD_CHECK(tl_loop_free(mine) == 0);
+    CHILD_CHECK(tl_loop_free(c->loop) == 0);
+}
+
+static void signal_after_fork(void (*child)(void *)) {
+    struct sig_case c = {0};
+    c.loop = new_loop();
+    tl_signal_init(&c.sig);
+    cr_assert_eq(tl_signal_start(c.loop, &c.sig, SIGUSR1, sc_got, &c.got), 0);
+    expect_child_ok(fork_child(child, &c));
+    /* The parent's watcher is untouched by whatever the child did. */
+    cr_assert_eq(kill(getpid(), SIGUSR1), 0);
+    tl_timer fs;
+    int fired;
+    start_failsafe(c.loop, &fs, &fired, 5000);
+    while (!c.got && !fired) tl_loop_run(c.loop, TL_RUN_ONCE);
+    cr_assert_eq(c.got, 1, "the parent's signal watcher went deaf after the child's");
+    tl_timer_stop(c.loop, &fs);
+    free_loop(c.loop);
+}
+
+Test(fork, new_loop_in_child_watches_a_signal_the_parent_watches) {
+    signal_after_fork(new_loop_child);
+}
+
+Test(fork, loop_fork_retakes_the_inherited_loops_signals) {
+    signal_after_fork(loop_fork_child);
+}
+
+Test(fork, loop_fork_refuses_a_signal_a_new_loop_took) {
+    signal_after_fork(conflict_child);
+}
+
+/* ------------------------------------------------------------------------ */
+/* A watcher left on a closed fd whose number the loop's own reuses         */
+/* ------------------------------------------------------------------------ */
+
+static void stale_io_cb(tl_loop *loop, tl_io *w, unsigned revents) {
+    (void)loop;
+    (void)w;
+    (void)revents;
+}
+
+static void stale_async_cb(tl_loop *loop, tl_async *a) {
+    ++*(int *)a->data;
+    tl_async_stop(loop, a);
+}
+
+/* Watchers whose fds the program closed without stopping them (which
+ * tl_loop_fork allows: it skips them), on the lowest free fd numbers but
+ * one: the new epoll set or ring takes that one, the new async eventfd and
+ * signalfd take numbers a stale watcher still holds in the registry. A later
+ * tl_io_stop of that watcher removed the loop's own registration: the async
+ * and the signal went deaf. */
+#define STALE 8
+Test(fork, stopping_a_stale_watcher_on_a_reused_fd_keeps_the_loops_own) {
+    tl_loop *loop = new_loop();
+    tl_async a;
+    tl_signal s;
+    int sent = 0, got = 0;
+    tl_async_init(&a);
+    tl_signal_init(&s);
+    a.data = &sent;
+    cr_assert_eq(tl_async_start(loop, &a, stale_async_cb, &sent), 0);
+    cr_assert_eq(tl_signal_start(loop, &s, SIGUSR1, sc_got, &got), 0);
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    int fds[STALE + 1];
+    for (int i = 0; i <= STALE; ++i) {
+        fds[i] = dup(p[0]); /* the lowest free numbers, in order */
+        cr_assert_geq(fds[i], 0);
+    }
+    tl_io w[STALE + 1];
+    for (int i = 1; i <= STALE; ++i) {
+        tl_io_init(&w[i], fds[i], stale_io_cb, NULL);
+        cr_assert_eq(tl_io_start(loop, &w[i], TL_READ), 0);
+    }
+    cr_assert_geq(tl_loop_run(loop, TL_RUN_NOWAIT), 0);
+    for (int i = 0; i <= STALE; ++i) close(fds[i]);
+    cr_assert_eq(tl_loop_fork(loop), 0);
+    check_loop(loop);
+    for (int i = 1; i <= STALE; ++i) cr_assert_eq(tl_io_stop(loop, &w[i]), 0);
+    check_loop(loop);
+    /* The loop's own watchers still deliver. */
+    cr_assert_eq(tl_async_send(&a), 0);
+    cr_assert_eq(kill(getpid(), SIGUSR1), 0);
+    tl_timer fs;
+    int fired;
+    start_failsafe(loop, &fs, &fired, 5000);
+    while ((!sent || !got) && !fired) tl_loop_run(loop, TL_RUN_ONCE);
+    cr_assert_eq(sent, 1, "the async went deaf");
+    cr_assert_eq(got, 1, "the signal watcher went deaf");
+    tl_timer_stop(loop, &fs);
+    close(p[0]);
+    close(p[1]);
+    free_loop(loop);
+}

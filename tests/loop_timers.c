@@ -1226,3 +1226,222 @@ Test(loop, unknown_backend_name_is_enoent) {
     cr_assert(setenv("TICKLOOP_TIMERS", "no_such_backend", 1) == 0);
     cr_assert(tl_loop_new(&loop, NULL) == -ENOENT, "unknown name in TICKLOOP_TIMERS");
 }
+
+/* ------------------------------------------------------------------------ */
+/* tl_loop_timeout after an overdue timer moved away                        */
+/* ------------------------------------------------------------------------ */
+
+static void must_not_fire(tl_loop *loop, tl_timer *t) {
+    (void)loop;
+    cr_assert_fail("timer %p fired", (void *)t);
+}
+
+/* A timer started at a deadline already past, then restarted 10 s ahead (or
+ * stopped, another timer waiting 10 s): nothing is due, so tl_loop_timeout
+ * is about 10 s. The wheels noted the overdue deadline and kept the note
+ * after the timer left, and the timeout was 0 once (an empty iteration). The
+ * deadlines cover a past tick, the tick in progress and now itself. */
+BACKEND_TEST(loop, restarting_an_overdue_timer_leaves_no_spurious_zero_timeout) {
+    tl_loop *loop = new_loop_with(p->name);
+    tl_timer t, later;
+    tl_timer_init(&t, must_not_fire, NULL);
+    tl_timer_init(&later, must_not_fire, NULL);
+    static const uint64_t past[] = {1000 * MS, 5 * MS, MS + 1, MS, MS - 1, MS / 2, 1000, 1, 0};
+    for (int how = 0; how < 3; ++how)
+        for (size_t i = 0; i < sizeof past / sizeof past[0]; ++i) {
+            /* The backend's now is the loop's: a deadline before tl_now is
+               one before the last now the backend was given. */
+            cr_assert_geq(tl_loop_run(loop, TL_RUN_NOWAIT), 0);
+            uint64_t now = tl_now(loop);
+            if (how > 0) cr_assert_eq(tl_timer_start(loop, &later, 10000 * MS, 0), 0);
+            cr_assert_eq(tl_timer_start_at(loop, &t, TL_CLOCK_MONOTONIC, now - past[i], 0), 0);
+            if (how == 2)
+                cr_assert_eq(tl_timer_stop(loop, &t), 0);
+            else
+                cr_assert_eq(tl_timer_start(loop, &t, 10000 * MS, 0), 0);
+            check_loop(loop);
+            uint64_t ns = tl_loop_timeout(loop);
+            cr_assert(ns >= 9000 * MS && ns <= 10100 * MS,
+                      "%s: a timer %llu ns overdue, %s: tl_loop_timeout %llu ns", p->name,
+                      (unsigned long long)past[i],
+                      how == 2   ? "stopped, another 10 s ahead"
+                      : how == 1 ? "restarted 10 s ahead, another there too"
+                                 : "restarted 10 s ahead",
+                      (unsigned long long)ns);
+            tl_timer_stop(loop, &t);
+        }
+    tl_timer_stop(loop, &later);
+    free_loop(loop);
+}
+
+/* ------------------------------------------------------------------------ */
+/* A custom backend without reserve, whose insert fails on demand           */
+/* ------------------------------------------------------------------------ */
+
+/* Up to 512 timers in (deadline, insertion) order, in an array; insert fails
+ * while nr_fail is set. No reserve: the loop cannot make room ahead. */
+#define NR_CAP 512
+static tl_timer *nr_slots[NR_CAP];
+static size_t nr_count;
+static int nr_fail;
+static void *nr_create(const tl_timer_config *cfg, uint64_t now) {
+    (void)cfg;
+    (void)now;
+    nr_count = 0;
+    return nr_slots;
+}
+static void nr_destroy(void *self) {
+    (void)self;
+}
+static int nr_insert(void *self, tl_timer *t) {
+    (void)self;
+    if (nr_fail || nr_count == NR_CAP) return -ENOMEM;
+    size_t i = nr_count;
+    while (i > 0 && nr_slots[i - 1]->deadline > t->deadline) {
+        nr_slots[i] = nr_slots[i - 1];
+        --i;
+    }
+    nr_slots[i] = t;
+    ++nr_count;
+    return 0;
+}
+static void nr_remove(void *self, tl_timer *t) {
+    (void)self;
+    for (size_t i = 0; i < nr_count; ++i)
+        if (nr_slots[i] == t) {
+            memmove(&nr_slots[i], &nr_slots[i + 1], (nr_count - i - 1) * sizeof nr_slots[0]);
+            --nr_count;
+            return;
+        }
+}
+static uint64_t nr_next(void *self) {
+    (void)self;
+    return nr_count ? nr_slots[0]->deadline : UINT64_MAX;
+}
+static tl_timer *nr_pop(void *self, uint64_t now) {
+    (void)self;
+    if (!nr_count || nr_slots[0]->deadline > now) return NULL;
+    tl_timer *t = nr_slots[0];
+    nr_remove(self, t);
+    return t;
+}
+static size_t nr_size(void *self) {
+    (void)self;
+    return nr_count;
+}
+static const tl_timer_backend no_reserve_backend = {
+    .name = "loop-timers-no-reserve",
+    .create = nr_create,
+    .destroy = nr_destroy,
+    .insert = nr_insert,
+    .remove = nr_remove,
+    .next_expiry = nr_next,
+    .pop_expired = nr_pop,
+    .count = nr_size,
+    .caps = TL_TIMER_CAP_EXACT,
+};
+
+/* first and then NR_DUE more timers are due together: more than a chunk of
+   the dispatch (256), so that the dispatch pops again after first's
+   callback ran, and would pop `late`, started there, due at once. */
+#define NR_DUE 300
+struct nr_case {
+    tl_timer first, second[NR_DUE], late;
+    int iteration;                       /* of the run in progress */
+    int ran_first, ran_second, ran_late; /* the iteration each ran in, 0: not */
+    int seconds;                         /* second[] callbacks run */
+    int start_result;
+};
+
+static void nr_on_late(tl_loop *loop, tl_timer *t) {
+    (void)loop;
+    struct nr_case *c = t->data;
+    cr_assert_eq(c->ran_late, 0, "ran twice");
+    c->ran_late = c->iteration;
+}
+
+static void nr_on_second(tl_loop *loop, tl_timer *t) {
+    (void)loop;
+    struct nr_case *c = t->data;
+    c->ran_second = c->iteration;
+    ++c->seconds;
+}
+
+/* Starts `late` due at once, during the dispatch. */
+static void nr_on_first(tl_loop *loop, tl_timer *t) {
+    struct nr_case *c = t->data;
+    c->ran_first = c->iteration;
+    c->start_result = tl_timer_start(loop, &c->late, 0, 0);
+}
+
+static tl_loop *no_reserve_loop(struct nr_case *c) {
+    int r = tl_timer_backend_register(&no_reserve_backend);
+    cr_assert(r == 0 || r == -EEXIST);
+    nr_fail = 0;
+    tl_loop *loop = new_loop_with(no_reserve_backend.name);
+    memset(c, 0, sizeof *c);
+    tl_timer_init(&c->first, nr_on_first, c);
+    tl_timer_init(&c->late, nr_on_late, c);
+    cr_assert_eq(tl_timer_start(loop, &c->first, 0, 0), 0);
+    for (int i = 0; i < NR_DUE; ++i) {
+        tl_timer_init(&c->second[i], nr_on_second, c);
+        cr_assert_eq(tl_timer_start(loop, &c->second[i], 0, 0), 0);
+    }
+    return loop;
+}
+
+/* The timer a callback starts due at once is inserted then, so a failing
+   insert is tl_timer_start's -ENOMEM: it used to return 0, and the insert
+   at the dispatch's end failed and dropped the timer. */
+Test(loop, due_start_in_a_dispatch_without_reserve_fails_at_start) {
+    struct nr_case c;
+    tl_loop *loop = no_reserve_loop(&c);
+    cr_assert_eq(tl_timer_start(loop, &c.late, 3600000 * MS, 0), 0); /* a restart fails too */
+    nr_fail = 1;
+    c.iteration = 1;
+    cr_assert_geq(tl_loop_run(loop, TL_RUN_ONCE), 0);
+    nr_fail = 0;
+    cr_assert_eq(c.ran_first, 1);
+    cr_assert_eq(c.ran_second, 1);
+    cr_assert_eq(c.start_result, -ENOMEM, "tl_timer_start: %d, the insert failed", c.start_result);
+    cr_assert(!tl_timer_active(&c.late), "a timer whose start failed is active");
+    c.iteration = 2;
+    run_to_end(loop);
+    cr_assert_eq(c.ran_late, 0);
+    free_loop(loop);
+}
+
+/* Inserted at once, it still keeps out of the running dispatch (as the
+   loop's rule for a timer started by a callback with a due deadline): the
+   timers due with `first` run in that dispatch, `late` (which its second
+   chunk pops) in the next iteration, once. Stopped before then, it never
+   runs. */
+Test(loop, due_start_in_a_dispatch_without_reserve_waits_for_the_next_iteration) {
+    struct nr_case c;
+    tl_loop *loop = no_reserve_loop(&c);
+    c.iteration = 1;
+    cr_assert_geq(tl_loop_run(loop, TL_RUN_ONCE), 0);
+    cr_assert_eq(c.start_result, 0);
+    cr_assert_eq(c.ran_first, 1);
+    cr_assert_eq(c.ran_second, 1, "the timers due with it waited");
+    cr_assert_eq(c.seconds, NR_DUE);
+    cr_assert_eq(c.ran_late, 0, "started by a callback, it ran in the same dispatch");
+    cr_assert(tl_timer_active(&c.late));
+    check_loop(loop);
+    cr_assert_eq(tl_loop_timeout(loop), 0, "a timer is due");
+    c.iteration = 2;
+    cr_assert_geq(tl_loop_run(loop, TL_RUN_ONCE), 0);
+    cr_assert_eq(c.ran_late, 2);
+    cr_assert(!tl_timer_active(&c.late));
+    free_loop(loop);
+
+    loop = no_reserve_loop(&c);
+    c.iteration = 1;
+    cr_assert_geq(tl_loop_run(loop, TL_RUN_ONCE), 0);
+    cr_assert(tl_timer_active(&c.late));
+    cr_assert_eq(tl_timer_stop(loop, &c.late), 0);
+    c.iteration = 2;
+    run_to_end(loop);
+    cr_assert_eq(c.ran_late, 0, "stopped, it ran");
+    free_loop(loop);
+}

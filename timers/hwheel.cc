@@ -281,6 +281,11 @@ public:
         return 0;
     }
 
+    /* timer_backend.h's reserve: an insert never fails, so there is always
+       room (and the loop parks a due start until its dispatch ends rather
+       than inserting it at once, as it must for a backend without one). */
+    int reserve_room(const tl_timer *, size_t) noexcept { return 0; }
+
     /* Pre: t inside. Post: t not inside. O(1): the slot id is in t. */
     void remove(tl_timer *t) noexcept {
         unfile(t);
@@ -299,7 +304,9 @@ public:
     [[gnu::always_inline]] void reschedule_to(tl_timer *t, uint64_t deadline, uint64_t e,
                                               uintptr_t grid) noexcept {
         unsigned id = id_of(t);
-        if (id != kReady && e >= cur_) {
+        /* An overdue timer is moved: its slot, due now, would otherwise be
+           emptied for nothing (a spurious zero timeout). */
+        if (id != kReady && e >= cur_ && t->deadline > now_) {
             unsigned level = id / kSlots, slot = id % kSlots;
             uint64_t slot_start = start(level, slot);
             uint64_t &min = slot_min_[level][slot];
@@ -339,18 +346,47 @@ public:
        stale slot on. */
     uint64_t next_expiry() const noexcept {
         uint64_t next = UINT64_MAX;
+        bool overdue = false;
         if (levels_) {
             unsigned level = first_level();
             unsigned slot = first_slot(level);
-            uint64_t lower = clock_.first_ns(start(level, slot));
+            uint64_t slot_start = start(level, slot);
+            uint64_t lower = clock_.first_ns(slot_start);
             uint64_t min = slot_min_[level][slot];
             next = min > lower ? min : lower;
+            if (overdue_ < next) {
+                overdue = holds_overdue(level, slot, slot_start);
+                /* Dropped, or a later pop would act on it for timers that
+                   were never noted, before the time said here. */
+                if (!overdue) overdue_ = UINT64_MAX;
+            }
         }
         /* Ready timers taken early by a cascade may sit before slots with
            earlier deadlines: the lesser of the two. */
         if (ready_.head && ready_.min < next) next = ready_.min;
-        if (count_ && overdue_ < next) next = overdue_;
+        /* An overdue timer's deadline, if the next pop hands one out: the
+           note outlives a timer restarted or stopped since, and a past time
+           with nothing due would make the loop run an empty iteration. */
+        if (overdue && overdue_ < next) next = overdue_;
         return next;
+    }
+
+    /* Whether pop_expired(now_) would hand out a timer filed overdue, the
+       first slot being (level, slot) from slot_start: its start has passed
+       (it is due anyway), or it is the tick in progress and holds a timer of
+       that tick whose deadline has passed (the pop's cascade files it at
+       level 0, and collect_passed takes it). */
+    bool holds_overdue(unsigned level, unsigned slot, uint64_t slot_start) const noexcept {
+        uint64_t nt = clock_.now_tick(now_);
+        if (slot_start <= nt) return true;
+        if (slot_start - nt > 1) return false;
+        const tl_timer *head = slots_[level][slot];
+        const tl_timer *t = head;
+        do {
+            if (t->deadline <= now_ && clock_.fire_tick(t) == slot_start) return true;
+            t = next_of(t);
+        } while (t != head);
+        return false;
     }
 
     /* Pre: now >= every earlier now. Post: returns a timer with fire tick <=

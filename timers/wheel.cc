@@ -362,6 +362,11 @@ public:
         return 0;
     }
 
+    /* timer_backend.h's reserve: an insert never fails, so there is always
+       room (and the loop parks a due start until its dispatch ends rather
+       than inserting it at once, as it must for a backend without one). */
+    int reserve_room(const tl_timer *, size_t) noexcept { return 0; }
+
     /* Pre: t inside. Post: t not inside. O(1). */
     void remove(tl_timer *t) noexcept {
         unfile(t);
@@ -379,7 +384,9 @@ public:
     /* e: the fire tick of deadline on grid; the old grid may differ. */
     [[gnu::always_inline]] void reschedule_to(tl_timer *t, uint64_t deadline, uint64_t e,
                                               uintptr_t grid) noexcept {
-        if (slot_id(t) != kReady && e >= cur_) {
+        /* An overdue timer is moved: its slot, due now, would otherwise be
+           walked for nothing (a spurious zero timeout). */
+        if (slot_id(t) != kReady && e >= cur_ && t->deadline > now_) {
             /* The slot, with the grid bits of a timer on a grid. */
             size_t s = size_t(t->link[2] & (kReady | kGridMask));
             if ((e & mask_) != s) {
@@ -444,8 +451,29 @@ public:
         if (s == kNone) return 0;
         uint64_t lower = clock_.first_ns(visit);
         uint64_t next = slot_min_[s] > lower ? slot_min_[s] : lower;
-        /* An overdue timer's deadline, when earlier (it is due already). */
-        return overdue_ < next ? overdue_ : next;
+        /* An overdue timer's deadline, when earlier (it is due already), if
+           the next pop hands one out: the note outlives a timer restarted
+           or stopped since, and a past time with nothing due would make
+           the loop run an empty iteration. */
+        if (overdue_ >= next || holds_overdue(s, visit)) return overdue_ < next ? overdue_ : next;
+        overdue_ = UINT64_MAX;
+        return next;
+    }
+
+    /* Whether pop_expired(now_) would hand out a timer filed overdue, slot s
+       being the first due, at tick visit: its tick has passed (it is due
+       anyway), or it is the tick in progress and holds a timer of that tick
+       whose deadline has passed (as the pop's collect takes them). */
+    bool holds_overdue(size_t s, uint64_t visit) const noexcept {
+        uint64_t nt = clock_.now_tick(now_);
+        if (visit <= nt) return true;
+        if (visit - nt > 1) return false;
+        const tl_timer *t = slots_[s];
+        do {
+            if (t->deadline <= now_ && clock_.fire_tick(t) == visit) return true;
+            t = next_of(t);
+        } while (t != slots_[s]);
+        return false;
     }
 
     /* Pre: now >= every earlier now. Post: returns a timer with fire tick <=

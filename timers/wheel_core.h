@@ -272,7 +272,8 @@ class StartLog {
 protected:
     uint32_t seq_ = 0;
     uint64_t now_;
-    uint64_t overdue_ = UINT64_MAX;
+    /* mutable: next_expiry drops a note the next pop would not act on */
+    mutable uint64_t overdue_ = UINT64_MAX;
 
     explicit StartLog(uint64_t now) noexcept : now_(now) {}
 

@@ -65,7 +65,9 @@ typedef struct tl_loop_options {
     const char *timers;   /* "heap2", "heap4", "wheel", "hwheel", or the name of a
                              registered backend; NULL: the TICKLOOP_TIMERS
                              environment variable, else the library default       */
-    uint64_t tick_ns;     /* wheel granularity; 0: default (1 ms)                   */
+    uint64_t tick_ns;     /* wheel granularity; 0: default (1 ms). At most 1 s (1e9),
+                             else tl_loop_new returns -EINVAL (a wheel fires per
+                             tick: a longer one would hold every timer that long) */
     uint32_t wheel_slots; /* single-level wheel size (power of two); 0: default     */
     /* Limits, added after the first fields (the order is part of the ABI):       */
     uint32_t max_timers;               /* active timers allowed; tl_timer_start of one more returns
@@ -129,14 +131,14 @@ TL_API void tl_loop_options_init(tl_loop_options *opts);
  * *out and returns 0. Errors: -EINVAL (out NULL, bad io kind, a TICKLOOP_IO
  * value other than "epoll", "io_uring" or "auto" when io is TL_IO_AUTO,
  * wheel_slots not a power of two or larger than the wheel backend takes, a
- * reserved word not zero, timer_slack_ns or collect_interval_ns above 1 s,
- * read_buffer_size or read_buffer_count out of range), -ENOENT (unknown timer
- * backend name, from opts->timers or TICKLOOP_TIMERS), -ENOSYS (io kind not
- * available in this build or kernel), -EPERM (io_uring asked for and
- * refused by the kernel), -ENOMEM, or the kernel's errno from creating the
- * poller (-EMFILE, ...). tl_loop_new_error() then says which option or
- * environment variable was refused and why. Any thread; the loop is then
- * used from one thread. */
+ * reserved word not zero, tick_ns, timer_slack_ns or collect_interval_ns
+ * above 1 s, read_buffer_size or read_buffer_count out of range), -ENOENT
+ * (unknown timer backend name, from opts->timers or TICKLOOP_TIMERS),
+ * -ENOSYS (io kind not available in this build or kernel), -EPERM (io_uring
+ * asked for and refused by the kernel), -ENOMEM, or the kernel's errno from
+ * creating the poller (-EMFILE, ...). tl_loop_new_error() then says which
+ * option or environment variable was refused and why. Any thread; the loop
+ * is then used from one thread. */
 TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts);
 
 /* Why the last tl_loop_new() call of the calling thread failed, in words
@@ -214,9 +216,10 @@ TL_API void tl_timer_init(tl_timer *t, tl_timer_cb cb, void *data);
  * "never"), then every repeat_ns if non-zero. Starting an active timer
  * reschedules it (the heartbeat pattern). Returns 0, -EINVAL (NULL loop or t,
  * t has no callback, t active on another loop), -ENOMEM (a heap backend
- * could not grow; t is then inactive), or -ENOSPC (t is not active and the
- * loop already has tl_loop_options.max_timers active timers; t stays
- * inactive). Loop thread, callbacks included. */
+ * could not grow, or a custom backend's insert failed; t is then inactive),
+ * or -ENOSPC (t is not active and the loop already has
+ * tl_loop_options.max_timers active timers; t stays inactive). Loop thread,
+ * callbacks included. */
 TL_API int tl_timer_start(tl_loop *loop, tl_timer *t, uint64_t timeout_ns, uint64_t repeat_ns);
 
 /* Stops t. Returns 0 (also when t is not active) or -EINVAL (NULL arguments,
@@ -423,7 +426,11 @@ TL_API void tl_signal_init(tl_signal *s);
  * Several watchers of one signal in one loop all run. A signal is watched by
  * one loop at a time in the process: while a loop has a watcher of signo, a
  * start on another loop is refused with -EEXIST (two loops would compete for
- * each instance). s need not be initialised (tl_signal_init is recommended)
+ * each instance). In a child after fork(), loops inherited from the parent
+ * hold no signal unless the child calls tl_loop_fork on them, so a new loop
+ * of the child may watch any signal (a pre-fork server's workers watch
+ * SIGTERM on loops of their own). s need not be initialised (tl_signal_init
+ * is recommended)
  * and must not be active. Returns 0, -EINVAL (NULL arguments, signo out of
  * range, SIGKILL or SIGSTOP), -EBUSY (s already active), -EEXIST (another
  * loop watches signo), or the kernel's errno. Loop thread. */
@@ -556,7 +563,9 @@ TL_API int tl_loop_fd(const tl_loop *loop);
  * tl_loop_fd() before calling tl_loop_run(loop, TL_RUN_NOWAIT): 0 when the
  * loop has work now (a due timer, an active IDLE hook, a stop requested), the
  * time to the next timer's deadline, or UINT64_MAX when only I/O can wake the
- * loop (no timer). Also 0 for a NULL loop. Call it just before the host
+ * loop (no timer). Also 0 for a NULL loop, and never 0 otherwise: a timer
+ * started at a deadline already past and then restarted into the future, or
+ * stopped, leaves no zero behind on any backend. Call it just before the host
  * blocks: on io_uring it first hands the kernel the requests the last
  * iteration queued (poll re-arms, which otherwise ride on the next wait),
  * so that their completions reach tl_loop_fd(); if that submission fails it
@@ -583,12 +592,21 @@ TL_API uint64_t tl_loop_timeout(const tl_loop *loop);
  * stay blocked as the forking thread had them. In the parent nothing changes
  * and nothing needs calling (libev's ev_loop_fork, libuv's uv_loop_fork).
  *
- * Returns 0, -EINVAL (NULL), -EBUSY (called while the loop runs), or the
- * kernel's errno from creating a new object or registering a watcher again
- * (-EMFILE, -ENOMEM, ...). After a failure the loop must not be run: call
- * tl_loop_fork again (each attempt starts over with fresh objects), or stop
- * its handles and free it. A watcher whose fd the program closed without
- * stopping it is skipped (-EBADF is not an error), as epoll had dropped it. */
+ * Signals: an inherited loop holds none of its signals in the child until
+ * this call takes them again (tl_signal_start); a loop the child created
+ * meanwhile may have taken one, and the call then fails with -EEXIST and
+ * changes nothing: stop the watchers of that signal on one of the two loops
+ * (on the inherited loop, tl_signal_stop leaves the parent's signalfd
+ * alone) and call it again.
+ *
+ * Returns 0, -EINVAL (NULL), -EBUSY (called while the loop runs), -EEXIST
+ * (a signal the loop watches is watched by another loop of the child), or
+ * the kernel's errno from creating a new object or registering a watcher
+ * again (-EMFILE, -ENOMEM, ...). After a failure the loop must not be run:
+ * call tl_loop_fork again (each attempt starts over with fresh objects), or
+ * stop its handles and free it. A watcher whose fd the program closed
+ * without stopping it is skipped (-EBADF is not an error), as epoll had
+ * dropped it. */
 TL_API int tl_loop_fork(tl_loop *loop);
 
 /* ------------------------------------------------------------------------ */

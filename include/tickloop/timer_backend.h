@@ -105,8 +105,10 @@ typedef struct tl_timer_backend {
        insert only later (one started during a dispatch with a deadline
        already due waits for the dispatch's end): tl_timer_start has then
        already returned 0, and an insert failing at that point would drop
-       the timer. Without it, such a timer whose insert fails becomes
-       inactive. */
+       the timer. Without it, the loop inserts such a timer at its start
+       (a failed insert is tl_timer_start's error) and, if the running
+       dispatch pops it, keeps it for the next one: pop_expired may then
+       return a timer the loop does not run at once. */
     int (*reserve)(void *self, const tl_timer *t, size_t n);
     /* ABI: the struct has a fixed size, TL_TIMER_BACKEND_SIZE bytes, for the
        life of the soname (docs/abi.md). An operation added later is an
