@@ -7,9 +7,10 @@
  *    can be created here (both enumerated at run time), next to the kernel's
  *    own floor (clock_nanosleep(TIMER_ABSTIME), epoll_pwait2 and a timerfd
  *    doing the same waits with no event loop around them) and the peers:
- *    libev, libuv, and libevent with and without
- *    EVENT_BASE_FLAG_PRECISE_TIMER (libevent runs in the helper executable
- *    tickloop-bench-libevent, see latency_libevent.cc);
+ *    libev, libuv, Asio (asio::steady_timer on its default reactor), and
+ *    libevent with and without EVENT_BASE_FLAG_PRECISE_TIMER (libevent runs
+ *    in the helper executable tickloop-bench-libevent, see
+ *    latency_libevent.cc);
  *      chain: one timer at a time, each callback arms the next one with a
  *             random delay (log-uniform, 100 us - 10 ms);
  *      open:  hundreds of timers (800 per round) armed at once with random
@@ -74,6 +75,9 @@
 #endif
 #if TL_BENCH_HAVE_LIBUV
 #include "ops_libuv.h"
+#endif
+#if TL_BENCH_HAVE_ASIO
+#include "ops_asio.h"
 #endif
 
 extern char **environ;
@@ -363,7 +367,7 @@ Result kernel_latency(KernelWait how, const char *workload, const std::vector<ui
 }
 
 /* ------------------------------------------------------------------------ */
-/* libev and libuv                                                          */
+/* libev, libuv and Asio                                                    */
 /* ------------------------------------------------------------------------ */
 
 /* One latency row of a peer in this process, through its adapter (ops.h);
@@ -382,6 +386,19 @@ Result peer_latency(const char *workload, const std::vector<uint64_t> &delays) {
     measure_latency(*ops, std::strcmp(workload, "chain") == 0, delays, r);
     return r;
 }
+
+#if !TL_BENCH_HAVE_ASIO
+/* Asio is header-only, found by Meson when libasio-dev is installed; without
+   it its rows say so. */
+std::vector<Result> asio_missing(const char *workload) {
+    Result r;
+    r.impl = "asio";
+    r.family = "peer";
+    r.workload = workload;
+    r.skipped = "not built (asio.hpp not found by Meson: apt-get install libasio-dev)";
+    return {r};
+}
+#endif
 
 /* ------------------------------------------------------------------------ */
 /* libevent, through the helper executable                                  */
@@ -511,6 +528,12 @@ std::vector<Result> run_sweep(const Options &opt, const std::vector<TlConfig> &c
     rows.push_back([](const Params &p) {
         sweep_start(p);
         return std::vector<Result>{peer_latency<LibuvOps>("chain", sweep_delays(p))};
+    });
+#endif
+#if TL_BENCH_HAVE_ASIO
+    rows.push_back([](const Params &p) {
+        sweep_start(p);
+        return std::vector<Result>{peer_latency<AsioOps>("chain", sweep_delays(p))};
     });
 #endif
     for (int precise : {0, 1})
@@ -1373,8 +1396,8 @@ int main(int argc, char **argv) {
     };
 
     /* The rows of a timer-operation workload: every tickloop timer backend
-   (on the first I/O kind only: the workload never polls), then libev and
-   libuv, then libevent in its helper. Each round of a row makes a fresh
+   (on the first I/O kind only: the workload never polls), then libev,
+   libuv and Asio, then libevent in its helper. Each round of a row makes a fresh
    loop and runs measure(ops, round, r) on it. */
     auto ops_runners = [&](const char *workload, auto measure) {
         auto runner = [workload, measure](auto make, const char *family) -> RunRound {
@@ -1405,6 +1428,11 @@ int main(int argc, char **argv) {
 #endif
 #if TL_BENCH_HAVE_LIBUV
         runners.push_back(runner([] { return std::make_unique<LibuvOps>(); }, "peer"));
+#endif
+#if TL_BENCH_HAVE_ASIO
+        runners.push_back(runner([] { return std::make_unique<AsioOps>(); }, "peer"));
+#else
+        runners.push_back([workload](size_t) { return asio_missing(workload); });
 #endif
         runners.push_back(
             [&, workload](size_t round) { return libevent_run(opt, workload, round); });
@@ -1466,6 +1494,13 @@ int main(int argc, char **argv) {
         runners.push_back([&](size_t round) {
             return std::vector<Result>{peer_latency<LibuvOps>(workload, delays(round))};
         });
+#endif
+#if TL_BENCH_HAVE_ASIO
+        runners.push_back([&](size_t round) {
+            return std::vector<Result>{peer_latency<AsioOps>(workload, delays(round))};
+        });
+#else
+        runners.push_back([workload](size_t) { return asio_missing(workload); });
 #endif
         runners.push_back([&](size_t round) { return libevent_run(opt, workload, round); });
         print_latency_table(title.c_str(), run_rounds(runners, p.rounds));

@@ -5,7 +5,8 @@
  * routines they share: measure_restart(), measure_expire(), and the latency
  * workloads measure_chain() and measure_open().
  *
- * An adapter (ops_tickloop.h, ops_libev.h, ops_libuv.h, ops_libevent.h) has:
+ * An adapter (ops_tickloop.h, ops_libev.h, ops_libuv.h, ops_libevent.h,
+ * ops_asio.h) has:
  *   using Timer = ...;                  the library's timer handle
  *   explicit Adapter(const char *variant);   tickloop: the timer backend name;
  *                                       libevent: "precise" or ""; others: ignored
@@ -23,6 +24,10 @@
  *   void close(Timer *timers, size_t n);       release handles (all stopped)
  *   uint64_t fired;                     callbacks run so far
  *   static constexpr uint64_t resolution_ns;   granularity delays round up to
+ *   void settle();                      optional: work the library deferred
+ *                                       from the restarts it was given (Asio:
+ *                                       the handlers of the cancelled waits),
+ *                                       done inside the timed region
  * Delays are nanoseconds; an adapter converts them to its library's unit
  * inside the call, which is part of the cost of using that library.
  *
@@ -85,6 +90,7 @@ void measure_restart(Ops &ops, const RestartPlan &plan, size_t begin, size_t end
             for (size_t j = i; j < stop; ++j) ops.restart(timers[plan.victim[j]], delay);
         }
     }
+    if constexpr (requires { ops.settle(); }) ops.settle();
     uint64_t t1 = cpu_ns();
     for (size_t i = 0; i < n; ++i) ops.stop(timers[i]);
     ops.close(timers.get(), n);

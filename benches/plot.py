@@ -58,14 +58,14 @@ plt.rcParams.update({
 })
 MAX_SERIES = 6
 
-# One colour per library, the same in every chart: eleven distinct colours
-# (tab10 and black). A panel never holds two series of one colour: a second
+# One colour per library, the same in every chart: twelve distinct colours
+# (tab10, black and one of tab20b). A panel never holds two series of one colour: a second
 # series of a library (the relative-wait fallback) takes the first colour no
 # other series of the panel has.
 COLORS = {
     "heap2": "#1f77b4", "heap4": "#ff7f0e", "wheel": "#2ca02c", "hwheel": "#d62728",
     "libev": "#9467bd", "libuv": "#8c564b", "libevent": "#e377c2",
-    "libevent-precise": "#17becf", "clock_nanosleep": "#7f7f7f",
+    "libevent-precise": "#17becf", "asio": "#5254a3", "clock_nanosleep": "#7f7f7f",
     "epoll_pwait2": "#000000", "timerfd": "#bcbd22",
 }
 # For a second series of one library in a panel: colours no library has.
@@ -87,7 +87,7 @@ def lib_key(impl):
 
 
 def is_peer(key):
-    return key.startswith(("libev", "libuv"))
+    return key.startswith(("libev", "libuv", "asio"))
 
 
 def style(key, impl=""):

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * timer_ops.cc: bench-timer-ops, Google Benchmark of timer operations for
- * every registered tickloop timer backend (enumerated at run time), libev and
- * libuv side by side; the benchmarks themselves are in timer_ops.h, libevent's
+ * every registered tickloop timer backend (enumerated at run time), libev,
+ * libuv and Asio side by side; the benchmarks themselves are in timer_ops.h, libevent's
  * rows in bench-timer-ops-libevent (a separate binary, because Debian's libev
  * exports libevent's symbol names).
  *
@@ -27,6 +27,9 @@
 #if TL_BENCH_HAVE_LIBUV
 #include "ops_libuv.h"
 #endif
+#if TL_BENCH_HAVE_ASIO
+#include "ops_asio.h"
+#endif
 
 int main(int argc, char **argv) {
     int64_t max_n = bench::take_max_n(argc, argv);
@@ -39,6 +42,9 @@ int main(int argc, char **argv) {
 #endif
 #if TL_BENCH_HAVE_LIBUV
     bench::register_all<bench::LibuvOps>("libuv", "", max_n);
+#endif
+#if TL_BENCH_HAVE_ASIO
+    bench::register_all<bench::AsioOps>("asio", "", max_n);
 #endif
     benchmark::AddCustomContext("tickloop", tl_version());
     benchmark::Initialize(&argc, argv);

@@ -2,10 +2,11 @@
 # SPDX-License-Identifier: MIT
 """plot_http.py: charts the TSV that benches/http/run.sh --out writes.
 
-Usage: plot_http.py TABLE.tsv OUT.png
+Usage: plot_http.py TABLE.tsv OUT.png [BASE]
 Three panels against the connection count: requests per second, server
-CPU per request and p99 latency, each as a ratio to libev's at the same
-connection count (absolute values when the table has no libev row), one
+CPU per request and p99 latency, each as a ratio to BASE's (a server of the
+table, libev by default, e.g. asio-epoll) at the same connection count
+(absolute values when the table has no such row), one
 bar per server (at most six, one colour each; the legend sits below). Needs matplotlib (Debian's
 python3-matplotlib; run it with /usr/bin/python3 when another python3 comes
 first in PATH).
@@ -27,7 +28,7 @@ COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4):
         sys.exit(__doc__)
     with open(sys.argv[1], newline="") as f:
         rows = [r for r in csv.DictReader(f, delimiter="\t") if r["req/s"] != "-"]
@@ -37,8 +38,10 @@ def main():
         sys.exit(f"plot_http.py: at most {len(COLOURS)} servers per chart (got {len(servers)})")
     value = {(int(r["conns"]), r["server"]): r for r in rows}
     # The figures differ by an order of magnitude between 1 connection and
-    # many; against libev at the same connection count they share one scale.
-    base = "libev" if "libev" in servers else None
+    # many; against one server at the same connection count they share one
+    # scale.
+    want = sys.argv[3] if len(sys.argv) == 4 else "libev"
+    base = want if want in servers else None
     panels = (("req/s", "requests/s", "higher is better"),
               ("cpu_us_per_req", "server CPU per request", "lower is better"),
               ("p99_us", "p99 latency", "lower is better"))
@@ -55,7 +58,7 @@ def main():
             ax.bar(xs, ys, width, label=s, color=COLOURS[i])
         if base:
             ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
-            ax.set_title(f"{name} / libev's ({better})", fontsize=10)
+            ax.set_title(f"{name} / {base}'s ({better})", fontsize=10)
         else:
             ax.set_title(f"{name} ({better})", fontsize=10)
         ax.set_xticks(range(len(conns)))

@@ -11,8 +11,10 @@
 #     --duration 5            seconds per wrk run
 #     --servers "..."         subset of: tickloop-epoll tickloop-io_uring
 #                             tickloop-streams-epoll tickloop-streams-io_uring
-#                             libev libuv-poll libuv-stream http_hello-epoll
-#                             http_hello-io_uring
+#                             libev libuv-poll libuv-stream asio-epoll
+#                             asio-io_uring http_hello-epoll http_hello-io_uring
+#                             (asio-io_uring is left out of the default list
+#                             where server-asio-io_uring was not built)
 #     --strace                also count syscalls per request (strace -c -f,
 #                             one extra short run per server: strace slows the
 #                             server, so its req/s are not used)
@@ -27,7 +29,7 @@ build=${1:-build}
 conns="32 256 1000"
 rounds=3
 duration=5
-servers="tickloop-epoll tickloop-io_uring tickloop-streams-epoll tickloop-streams-io_uring libev libuv-poll libuv-stream http_hello-epoll http_hello-io_uring"
+servers="tickloop-epoll tickloop-io_uring tickloop-streams-epoll tickloop-streams-io_uring libev libuv-poll libuv-stream asio-epoll asio-io_uring http_hello-epoll http_hello-io_uring"
 do_strace=0
 out=""
 while [ $# -gt 0 ]; do
@@ -48,6 +50,13 @@ srv_cpu=0
 cli_cpu=$((ncpu > 1 ? 1 : 0))
 hz=$(getconf CLK_TCK)
 dir="$build/benches/http"
+# Asio is optional (libasio-dev; its io_uring build also needs liburing).
+for asio in asio-epoll:server-asio asio-io_uring:server-asio-io_uring; do
+    if [ ! -x "$dir/${asio#*:}" ] && [[ " $servers " == *" ${asio%%:*} "* ]]; then
+        echo "run.sh: $dir/${asio#*:} not built (libasio-dev, liburing): ${asio%%:*} skipped" >&2
+        servers=$(echo " $servers " | sed "s/ ${asio%%:*} / /; s/^ *//; s/ *$//")
+    fi
+done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"; kill $(jobs -p) 2>/dev/null || true' EXIT
 
@@ -60,6 +69,8 @@ server_cmd() { # name -> command line (port 0: the server prints its port)
     libev) echo "$dir/server-libev --port 0" ;;
     libuv-poll) echo "$dir/server-libuv --mode poll --port 0" ;;
     libuv-stream) echo "$dir/server-libuv --mode stream --port 0" ;;
+    asio-epoll) echo "$dir/server-asio --port 0" ;;
+    asio-io_uring) echo "$dir/server-asio-io_uring --port 0" ;;
     http_hello-epoll) echo "$build/examples/http_hello --threads 1 --io epoll --idle-ms 5000 --port 0" ;;
     http_hello-io_uring) echo "$build/examples/http_hello --threads 1 --io io_uring --idle-ms 5000 --port 0" ;;
     *) echo "run.sh: unknown server '$1'" >&2; exit 2 ;;
