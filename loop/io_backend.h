@@ -122,6 +122,13 @@ public:
        loop's clock read and the syscall (callbacks, preemption) never
        lengthens a wait. */
     virtual int wait(uint64_t deadline_ns, ReadyEvent *out, int cap) noexcept = 0;
+    /* Lets each later wait that has an event go on gathering more for up to
+       ns from its start (0: off), never past its deadline. Returns the
+       bound in effect: ns, or 0 where the kernel offers no such wait. */
+    virtual uint64_t set_batch(uint64_t ns) noexcept {
+        (void)ns;
+        return 0;
+    }
 
     /* The completion path of streams and listeners, or null where the
        backend has none (epoll). */

@@ -78,11 +78,14 @@ int open_io(tl_loop *loop, tl_io_kind kind, IoBackend **out) noexcept {
     return -EINVAL;
 }
 
-/* The streams' path follows what the backend just created offers. */
+/* The streams' path and the I/O batching follow what the backend just
+   created offers. */
 int create_io(tl_loop *loop, tl_io_kind kind, IoBackend **out) noexcept {
     int r = open_io(loop, kind, out);
-    if (r == 0) streams_choose_path(loop);
-    return r;
+    if (r < 0) return r;
+    streams_choose_path(loop);
+    loop->stats.io_batch_ns = (*out)->set_batch(loop->io_batch_ns);
+    return 0;
 }
 
 } // namespace
@@ -116,6 +119,7 @@ TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts) {
     loop->id = next_loop_id.fetch_add(1, std::memory_order_relaxed);
     if (loop->id == 0) loop->id = next_loop_id.fetch_add(1, std::memory_order_relaxed);
     loop->timer_slack_ns = opts->timer_slack_ns;
+    loop->io_batch_ns = opts->io_batch_ns;
     loop->async_fd = -1;
     loop->signal_fd = -1;
     sigemptyset(&loop->signal_mask);

@@ -39,6 +39,7 @@ struct tl_loop {
     tl::detail::IoBackend *io;
     tl_io_kind io_kind;            /* EPOLL or URING: what tl_loop_fork re-creates */
     uint64_t timer_slack_ns;       /* 0: leave alone                           */
+    uint64_t io_batch_ns;          /* tl_loop_options.io_batch_ns (asked for)   */
     pthread_t run_thread;          /* valid while running: debug thread check  */
     tl_detail_clock_fn test_clock; /* the test seam: null reads the real clocks  */
     void *test_clock_ctx;

@@ -64,6 +64,9 @@ constexpr uint64_t kMaxTickNs = 1000000000;
  * says so with its own leeway. */
 constexpr uint64_t kMaxCollectIntervalNs = 1000000000;
 
+/* The largest io_batch_ns accepted, for the same reason. */
+constexpr uint64_t kMaxIoBatchNs = 1000000000;
+
 /* TL_IO_AUTO defers to TICKLOOP_IO; anything else there is a mistake worth
  * reporting rather than guessing. */
 int resolve_io_kind(const tl_loop_options *opts, tl_io_kind *out) noexcept {
@@ -138,6 +141,9 @@ int resolve_options(const tl_loop_options *opts, LoopSettings *out) noexcept {
         return fail_new(-EINVAL,
                         "tl_loop_options.collect_interval_ns is %llu: above 1 s (1000000000)",
                         (unsigned long long)opts->collect_interval_ns);
+    if (opts->io_batch_ns > kMaxIoBatchNs)
+        return fail_new(-EINVAL, "tl_loop_options.io_batch_ns is %llu: above 1 s (1000000000)",
+                        (unsigned long long)opts->io_batch_ns);
 
     /* An explicit name must name a backend; an empty environment variable
        means "unset", as shells treat it. */

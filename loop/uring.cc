@@ -118,8 +118,14 @@ int UringBackend::init(unsigned flags) noexcept {
         return -ENOSYS; /* pre-5.11 kernel: epoll serves better */
     }
     disabled_ = flags & IORING_SETUP_R_DISABLED;
+    min_wait_ = p.features & IORING_FEAT_MIN_TIMEOUT;
     ring_ready_ = true;
     return 0;
+}
+
+uint64_t UringBackend::set_batch(uint64_t ns) noexcept {
+    batch_ns_ = min_wait_ ? ns : 0;
+    return batch_ns_;
 }
 
 int UringBackend::wait(uint64_t deadline_ns, ReadyEvent *out, int cap) noexcept {
@@ -137,7 +143,7 @@ int UringBackend::wait(uint64_t deadline_ns, ReadyEvent *out, int cap) noexcept 
             if (r < 0 && r != -EBUSY && r != -EAGAIN) return r;
         }
     } else {
-        r = wait_cqe(deadline_ns);
+        r = wait_cqe(deadline_ns, (unsigned)cap);
         if (r < 0 && r != -ETIME && r != -EBUSY && r != -EAGAIN) return r;
     }
     int ready = reap(out, cap);
@@ -199,7 +205,14 @@ uint64_t UringBackend::to_host(uint64_t t) const noexcept {
 /* Submits what is queued and waits for one completion until deadline_ns
    (UINT64_MAX: no limit). Returns >= 0, or a negative errno (-ETIME when
    the deadline passed, -EINTR for a signal). */
-int UringBackend::wait_cqe(uint64_t deadline_ns) noexcept {
+/* With a batch bound (set_batch), a wait asks for `cap` completions and a
+   minimum wait: the kernel returns when that many are there, at the
+   minimum wait if it has any by then (or at the first after it), or at the
+   deadline. The minimum wait is cut to the time left before the deadline,
+   since the kernel would otherwise sleep it out past a timer's deadline; a
+   wait without a deadline gets one an hour ahead, since a minimum wait
+   with no timeout ends the wait when it expires, events or not. */
+int UringBackend::wait_cqe(uint64_t deadline_ns, unsigned cap) noexcept {
     unsigned submit = uring_shim::publish_sq(&ring_);
     unsigned sq_flags = uring_shim::sq_flags(&ring_);
     /* Completions already posted and nothing for the kernel to do: no
@@ -212,6 +225,17 @@ int UringBackend::wait_cqe(uint64_t deadline_ns) noexcept {
     struct __kernel_timespec ts;
     std::memset(&arg, 0, sizeof arg);
     arg.sigmask_sz = _NSIG / 8;
+    unsigned wait_nr = 1;
+    if (batch_ns_) {
+        uint64_t now = monotonic_ns();
+        if (deadline_ns == UINT64_MAX) deadline_ns = now + kBatchIdleNs;
+        uint64_t left = deadline_ns > now ? deadline_ns - now : 0;
+        uint64_t usec = (left < batch_ns_ ? left : batch_ns_) / 1000;
+        if (usec) {
+            uring_shim::set_min_wait(&arg, (uint32_t)usec);
+            wait_nr = cap;
+        }
+    }
     if (deadline_ns != UINT64_MAX) {
         uint64_t t = deadline_ns;
         if (abs_timer_) {
@@ -224,7 +248,7 @@ int UringBackend::wait_cqe(uint64_t deadline_ns) noexcept {
         ts.tv_nsec = (long long)(t % 1000000000u);
         arg.ts = (uint64_t)(uintptr_t)&ts;
     }
-    return uring_shim::enter_getevents(&ring_, submit, flags, &arg);
+    return uring_shim::enter_getevents(&ring_, submit, wait_nr, flags, &arg);
 }
 
 void UringBackend::drain_eventfd() noexcept {

@@ -68,6 +68,7 @@ public:
     int flush() noexcept override;
     int init(unsigned flags) noexcept;
     int wait(uint64_t deadline_ns, ReadyEvent *out, int cap) noexcept override;
+    uint64_t set_batch(uint64_t ns) noexcept override;
     void probe_abs_timer() noexcept;
 
     /* Poll readiness (uring_poll.cc). */
@@ -98,7 +99,7 @@ private:
     /* The ring (uring.cc). */
     static int64_t monotonic_offset_ns() noexcept;
     uint64_t to_host(uint64_t t) const noexcept;
-    int wait_cqe(uint64_t deadline_ns) noexcept;
+    int wait_cqe(uint64_t deadline_ns, unsigned cap) noexcept;
     void drain_eventfd() noexcept;
     int enable() noexcept;
     io_uring_sqe *get_sqe() noexcept;
@@ -140,7 +141,11 @@ private:
     struct io_uring ring_;
     bool ring_ready_ = false;
     bool disabled_ = false;
-    bool abs_timer_ = false;     /* IORING_ENTER_ABS_TIMER on CLOCK_MONOTONIC */
+    bool abs_timer_ = false; /* IORING_ENTER_ABS_TIMER on CLOCK_MONOTONIC */
+    bool min_wait_ = false;  /* IORING_FEAT_MIN_TIMEOUT: batched waits possible */
+    uint64_t batch_ns_ = 0;  /* set_batch's bound in effect; 0: off */
+    /* A batching wait with no deadline of its own ends this far ahead. */
+    static constexpr uint64_t kBatchIdleNs = 3600ull * 1000000000u;
     int64_t host_offset_ns_ = 0; /* the time namespace's MONOTONIC offset */
     int evfd_ = -1;              /* tl_loop_fd's eventfd, -1 until asked for */
     int probe_fd_ = -1;          /* an empty epoll set: asks the kernel what it can poll */

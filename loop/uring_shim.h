@@ -35,6 +35,9 @@
 #ifndef IORING_ENTER_ABS_TIMER
 #define IORING_ENTER_ABS_TIMER (1U << 5)
 #endif
+#ifndef IORING_FEAT_MIN_TIMEOUT
+#define IORING_FEAT_MIN_TIMEOUT (1U << 15)
+#endif
 
 namespace tl::detail::uring_shim {
 
@@ -90,11 +93,17 @@ inline bool register_monotonic_clock(struct io_uring *ring) noexcept {
 /* io_uring_enter(submit, min_complete 1, flags | EXT_ARG, arg): the SQEs
    publish_sq() counted, and a wait for one completion with arg's timeout.
    Returns >= 0 or a negative errno. */
-inline int enter_getevents(struct io_uring *ring, unsigned submit, unsigned flags,
+inline int enter_getevents(struct io_uring *ring, unsigned submit, unsigned wait_nr, unsigned flags,
                            struct io_uring_getevents_arg *arg) noexcept {
-    long r = syscall(__NR_io_uring_enter, ring->ring_fd, submit, 1u, flags | IORING_ENTER_EXT_ARG,
-                     arg, sizeof *arg);
+    long r = syscall(__NR_io_uring_enter, ring->ring_fd, submit, wait_nr,
+                     flags | IORING_ENTER_EXT_ARG, arg, sizeof *arg);
     return r < 0 ? -errno : (int)r;
+}
+
+/* Linux 6.12's minimum wait (IORING_FEAT_MIN_TIMEOUT): the word liburing
+   2.3 calls `pad` is the uapi's min_wait_usec. */
+inline void set_min_wait(struct io_uring_getevents_arg *arg, uint32_t usec) noexcept {
+    arg->pad = usec;
 }
 
 } // namespace tl::detail::uring_shim

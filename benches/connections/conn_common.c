@@ -41,7 +41,7 @@ static void usage(const char *argv0, int loop_options) {
             "usage: %s [--port N] [--timeout-ms N] [--scale X] [--leeway-ms N]%s\n"
             "  --timeout-ms N  idle timeout before --scale (default 60000)\n"
             "  --scale X       multiplies the timeout (default 1)\n",
-            argv0, loop_options ? " [--io epoll|io_uring] [--timers NAME]" : "");
+            argv0, loop_options ? " [--io epoll|io_uring] [--timers NAME] [--io-batch-us N]" : "");
     exit(2);
 }
 
@@ -63,6 +63,8 @@ void cb_parse_args(int argc, char **argv, int loop_options) {
             cb_config.io = val;
         else if (loop_options && strcmp(opt, "--timers") == 0)
             cb_config.timers = val;
+        else if (loop_options && strcmp(opt, "--io-batch-us") == 0)
+            cb_config.io_batch_ns = (uint64_t)(atof(val) * 1e3);
         else
             usage(argv[0], loop_options);
     }

@@ -37,10 +37,11 @@ void cb_hist_add(struct cb_hist *h, uint64_t v);
 
 struct cb_config {
     int port;
-    uint64_t timeout_ns; /* idle timeout, already scaled */
-    uint64_t leeway_ns;  /* tickloop: tl_timer_set_leeway on the idle timers */
-    const char *io;      /* tickloop: "epoll" or "io_uring" */
-    const char *timers;  /* tickloop: timer backend name, NULL for the default */
+    uint64_t timeout_ns;  /* idle timeout, already scaled */
+    uint64_t leeway_ns;   /* tickloop: tl_timer_set_leeway on the idle timers */
+    const char *io;       /* tickloop: "epoll" or "io_uring" */
+    const char *timers;   /* tickloop: timer backend name, NULL for the default */
+    uint64_t io_batch_ns; /* tickloop: tl_loop_options.io_batch_ns */
 };
 
 /* Counters every server keeps, printed by cb_print_stats. */

@@ -196,6 +196,8 @@ def run_one(args, name, tmp, round_no):
     common = ["--scale", str(scale)]
     if args.leeway_ms and name.startswith("tickloop"):
         common += ["--leeway-ms", str(args.leeway_ms)]
+    if args.io_batch_us and name.startswith("tickloop"):
+        common += ["--io-batch-us", str(args.io_batch_us)]
     if args.timers and name.startswith("tickloop"):
         common += ["--timers", args.timers]
     servers, clients = [], []
@@ -391,6 +393,8 @@ def main():
                     help="how late after its timeout a silent connection's close may be seen by the client")
     ap.add_argument("--inflight", type=int, default=256)
     ap.add_argument("--leeway-ms", type=float, default=0)
+    ap.add_argument("--io-batch-us", type=float, default=0,
+                    help="tickloop servers: tl_loop_options.io_batch_ns, in us (0: off)")
     ap.add_argument("--timers", default=None)
     ap.add_argument("--out", help="TSV of the median rows (plot_connections.py)")
     ap.add_argument("--json", help="every round's results")

@@ -8,6 +8,7 @@
  * and no buffer of its own.
  *   conn-server-tickloop [--port N] [--timeout-ms N] [--scale X]
  *                        [--leeway-ms N] [--io epoll|io_uring] [--timers NAME]
+ *                        [--io-batch-us N]
  */
 #include <signal.h>
 #include <stdio.h>
@@ -118,6 +119,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     opts.timers = cb_config.timers;
+    opts.io_batch_ns = cb_config.io_batch_ns;
     int r = tl_loop_new(&loop, &opts);
     if (r < 0) {
         fprintf(stderr, "conn-server-tickloop: tl_loop_new: %s\n", tl_strerror(r));
