@@ -33,8 +33,11 @@ namespace tl::detail {
  *   bits 6-7   TIMER_FRESH_EPOCH that dispatch, the low bits of its count
  *   bits 8-9   the tl_clock it was started on (TIMER_CLOCK_SHIFT)
  *   bit 10     TIMER_LOOP_LEEWAY the leeway bits hold the loop's collect
- *                            interval (the timer has none of its own); set at
- *                            start, cleared when it becomes inactive
+ *                            interval (the timer has none of its own); set
+ *                            when a start lends it, kept after the timer
+ *                            stops (tl_timer_leeway hides it then), and
+ *                            replaced by the next start that lends
+ *                            (timer.cc: lend)
  *   bits 11-31 the leeway, 16-bit mantissa and 5-bit exponent (timers/timers.h,
  *              which the backends read it through)
  * tl_timer_init zeroes the word. The loop writes it with read-modify-write

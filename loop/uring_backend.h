@@ -50,8 +50,9 @@ inline constexpr unsigned kCqEntries = 4096;
 
 /* IoSlot::state bits. The poll in flight asked for the TL_READ|TL_WRITE in
  * bits kArmedShift.. ; IoSlot::index is the slot's place in queue_. */
-inline constexpr uint32_t kArmed = 1u << 0;  /* a poll with the registration's tag is in flight */
-inline constexpr uint32_t kQueued = 1u << 1; /* in queue_: arm, or update the armed poll's events */
+inline constexpr uint32_t kArmed = 1u << 0; /* a poll with the registration's tag is in flight */
+inline constexpr uint32_t kInRearmQueue =
+    1u << 1; /* in queue_: arm, or update the armed poll's events */
 inline constexpr uint32_t kArmedShift = 8;
 
 class UringBackend final : public IoBackend, public CompletionOps {
@@ -116,8 +117,8 @@ private:
     /* The re-arm queue, also filled by reap_ring (uring.cc). */
     void enqueue(int fd) noexcept {
         IoSlot &slot = loop_->io_slots[fd];
-        if (slot.state & kQueued) return;
-        slot.state |= kQueued;
+        if (slot.state & kInRearmQueue) return;
+        slot.state |= kInRearmQueue;
         slot.index = (uint32_t)queue_count_;
         queue_[queue_count_++] = fd;
     }
@@ -126,7 +127,7 @@ private:
         int last = queue_[--queue_count_];
         queue_[slot.index] = last;
         loop_->io_slots[last].index = slot.index;
-        slot.state &= ~kQueued;
+        slot.state &= ~kInRearmQueue;
     }
 
     /* The streams' completion path (uring_streams.cc). */

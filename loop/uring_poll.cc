@@ -83,7 +83,7 @@ void UringBackend::remove(int fd) noexcept {
     IoSlot &slot = loop_->io_slots[fd];
     /* A stream's or listener's requests are cancelled by stream.cc. */
     if (streams_ok_ && (slot.watcher->flags & IO_HANDLE_KINDS)) return;
-    if (slot.state & kQueued) dequeue(fd);
+    if (slot.state & kInRearmQueue) dequeue(fd);
     if (slot.state & kArmed) {
         uint64_t tag = io_tag(fd, slot.watcher->gen);
         if (cancel(tag) < 0) push_cancel(tag);
@@ -162,7 +162,7 @@ void UringBackend::rearm_pending() noexcept {
         else if ((slot.state >> kArmedShift & 0xffu) != events)
             r = update(fd, events);
         if (r == 0) {
-            slot.state &= ~kQueued;
+            slot.state &= ~kInRearmQueue;
             continue;
         }
         slot.index = (uint32_t)kept; /* no SQE even after a submit: next time */
