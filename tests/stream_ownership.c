@@ -86,6 +86,13 @@ static void on_closed(tl_loop *loop, tl_stream *s) {
     ++*(int *)s->data;
 }
 
+/* A socketpair p and s a stream on p[0] whose close callback counts into
+ * *closed; p[1] is the raw peer. */
+static void stream_on_pair(tl_stream *s, int p[2], int *closed) {
+    make_pair(p);
+    tl_stream_init(s, p[0], closed);
+}
+
 /* Runs the loop until *count reaches want; fails instead of hanging. */
 static void run_until_count(tl_loop *loop, const int *count, int want) {
     tl_timer fs;
@@ -272,11 +279,9 @@ Test(stream_ownership, listener_stop_after_iterations_then_close_frees_the_port)
 
 static void closing_stream_completes(tl_run_mode mode, int ref) {
     tl_loop *loop = new_loop();
-    int p[2];
-    make_pair(p);
+    int p[2], closed = 0;
     tl_stream s;
-    int closed = 0;
-    tl_stream_init(&s, p[0], &closed);
+    stream_on_pair(&s, p, &closed);
     cr_assert_eq(tl_stream_set_ref(loop, &s, ref), 0);
     struct writes w = {0};
     struct iovec v = {(void *)"x", 1};
@@ -317,11 +322,9 @@ static void on_read_drop(tl_loop *loop, tl_stream *s, const void *buf, ptrdiff_t
 
 Test(stream_ownership, unreferenced_reading_stream_closed_completes_and_frees) {
     tl_loop *loop = new_loop();
-    int p[2];
-    make_pair(p);
+    int p[2], closed = 0;
     tl_stream s;
-    int closed = 0;
-    tl_stream_init(&s, p[0], &closed);
+    stream_on_pair(&s, p, &closed);
     cr_assert_eq(tl_stream_read_start(loop, &s, on_read_drop), 0);
     cr_assert_eq(tl_stream_set_ref(loop, &s, 0), 0);
     cr_assert_eq(tl_loop_alive(loop), 0);
@@ -345,11 +348,9 @@ Test(stream_ownership, changed_long_array_aborts_in_debug_builds) {
 #else
 Test(stream_ownership, changed_long_array_aborts_in_debug_builds, .signal = SIGABRT) {
     tl_loop *loop = new_loop();
-    int p[2];
-    make_pair(p);
+    int p[2], closed = 0;
     tl_stream s;
-    int closed = 0;
-    tl_stream_init(&s, p[0], &closed);
+    stream_on_pair(&s, p, &closed);
     char *fill = calloc(1, kFill);
     static char bytes[6][8];
     static struct iovec v[6];
