@@ -8,8 +8,9 @@
  *   array is 64-byte aligned. The key is cached beside the pointer so that
  *   sifting compares without touching the (cold) timers, as libev's ANHE and
  *   Go's timer heap do.
- * - Each timer records its index in one word of its node (node.h), or'ed
- *   with the owner's tag: Word and Tag below.
+ * - Each timer records its index in one word of its node (node.h's
+ *   NodeWord: the position word, or a list word its owner does not use),
+ *   or'ed with the owner's tag: Word and Tag below.
  * - Order: key, then, if Seq, the timer's seq (seq_of: only on equal keys).
  *   No entry orders before its parent.
  * - Sifts move a hole instead of swapping, writing each moved entry once.
@@ -35,10 +36,10 @@ namespace tl::detail {
 /* The insertion order of a timer that has no prev (a run's head, a window
    heap's timer): it lives in that word (node.h allows it). */
 inline uint64_t &seq_of(tl_timer *t) noexcept {
-    return reinterpret_cast<uint64_t &>(t->link[1]);
+    return reinterpret_cast<uint64_t &>(t->link[kPrevWord]);
 }
 inline uint64_t seq_of(const tl_timer *t) noexcept {
-    return t->link[1];
+    return t->link[kPrevWord];
 }
 
 /* An entry: the key cached beside the timer. The run heap keeps a flag in
@@ -54,11 +55,10 @@ inline tl_timer *entry_timer(const HeapEntry &e) noexcept {
     return reinterpret_cast<tl_timer *>(reinterpret_cast<uintptr_t>(e.timer) & ~kEntryMore);
 }
 
-template <unsigned D, size_t Root, unsigned Word, bool Seq, uintptr_t Tag = 0>
+template <unsigned D, size_t Root, NodeWord Word, bool Seq, uintptr_t Tag = 0>
 class HeapArray {
     static_assert(D >= 2, "a heap needs at least two children per node");
     static_assert(Root > 0, "index 0 is free for the owner (\"not a head\")");
-    static_assert(Word < 3, "the index lives in one of the node's three words");
 
 public:
     using Entry = HeapEntry;

@@ -41,7 +41,7 @@ namespace tl::detail {
 template <unsigned D, size_t Root>
 class RunHeap {
 public:
-    using Array = HeapArray<D, Root, 2, true>;
+    using Array = HeapArray<D, Root, kPositionWord, true>;
     using Entry = HeapEntry;
     /* 256 slots (4 KiB): a few dozen deadlines in use at once rarely share
        one. A power of two, so the slot is the hash's top bits. */
