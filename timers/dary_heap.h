@@ -105,10 +105,20 @@ public:
     /* Pre: t not inside, t->deadline set. Post on 0: t inside, last among
        equal deadlines. On -ENOMEM nothing changed. */
     int insert(tl_timer *t) noexcept {
-        if (runs_.full(count())) [[unlikely]] {
-            if (int r = runs_.reserve(count() + 1)) return r;
-        }
+        if (runs_.full(count())) [[unlikely]]
+            return insert_growing(t);
         if (!own_leeway(t)) [[likely]] {
+            runs_.push(t);
+            return 0;
+        }
+        return insert_window(t);
+    }
+
+    /* insert when the run heap is full, out of line: the insert above then
+       makes no call that returns to it, and saves no registers. */
+    [[gnu::noinline]] int insert_growing(tl_timer *t) noexcept {
+        if (int r = runs_.reserve(count() + 1)) return r;
+        if (!own_leeway(t)) {
             runs_.push(t);
             return 0;
         }

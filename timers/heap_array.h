@@ -100,7 +100,9 @@ public:
         set_index(entry_timer(e), i);
     }
 
-    /* Moves the hole at i up until e fits there. */
+    /* Moves the hole at i up until e fits there; Fresh: e.timer carries no
+       flag (a new entry), so it needs no stripping. */
+    template <bool Fresh = false>
     TL_HEAP_INLINE void sift_up(size_t i, Entry e) noexcept {
         while (i > Root) {
             size_t p = parent(i);
@@ -108,7 +110,8 @@ public:
             place(i, heap_[p]);
             i = p;
         }
-        place(i, e);
+        heap_[i] = e;
+        set_index(Fresh ? e.timer : entry_timer(e), i);
     }
 
     /* Moves the hole at i down until e fits there. */
@@ -160,10 +163,11 @@ public:
             sift_down(i, e);
     }
 
-    /* Pre: room for one more (the caller reserved it). */
+    /* Pre: room for one more (the caller reserved it), e.timer without a
+       flag (a new entry). */
     TL_HEAP_INLINE void push(Entry e) noexcept {
         ++size_;
-        sift_up(Root + size_ - 1, e);
+        sift_up<true>(Root + size_ - 1, e);
     }
 
     /* Pre: i holds an entry. Post: it is gone, the rest still a heap. */
@@ -171,6 +175,25 @@ public:
         --size_;
         size_t last = Root + size_;
         if (i != last) settle(i, heap_[last]);
+    }
+
+    /* remove_at for an entry anywhere (a cancel): most holes are leaves
+       (three in four of a 4-ary heap's nodes), where the last entry can only
+       move up; tested first, so that the sift down's registers are saved
+       only when the hole has children. */
+    TL_HEAP_INLINE void remove_any(size_t i) noexcept {
+        --size_;
+        size_t last = Root + size_;
+        if (i == last) return;
+        const Entry e = heap_[last];
+        if (first_child(i) < last) {
+            settle(i, e);
+            return;
+        }
+        if (i > Root && before(e, heap_[parent(i)]))
+            sift_up(i, e);
+        else
+            place(i, e);
     }
 
     /* Makes room() >= timers, doubling. 0 or -ENOMEM, the array unchanged

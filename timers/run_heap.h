@@ -96,7 +96,7 @@ public:
                 return;
             }
             tail_leaves(t, nullptr);
-            h0_.remove_at(idx);
+            h0_.remove_any(idx);
             return;
         }
         tl_timer *prev = prev_of(t);
