@@ -51,15 +51,14 @@
  * - A timer's position (SlotPosition) holds its slot id (L * 64 + s, or
  *   kDueSlot), so removal never recomputes it, and the lazy mark when it was
  *   rescheduled later in place: without it, (L, s) is exactly where e files
- *   relative to cur; with it,
- *   e >= start + 64^L, and the timer is re-filed when its slot comes due (as
- *   tokio and Kafka's purgatory do). A slot never holds a timer it would fire
- *   early: e >= start(L, s).
- * - slot_min[L][s] is a lower bound of the due times (fire tick instants) in
- *   the slot and lies within the slot's ticks, so max(slot_min, first ns of
- *   the slot) of the first slot is a lower bound of every due time inside:
- *   next_expiry. A cancel leaves it stale but low, which is safe; the pop it
- *   causes refreshes it.
+ *   relative to cur; with it, e >= start + 64^L, and the timer is re-filed
+ *   when its slot comes due (as tokio and Kafka's purgatory do). A slot never holds a timer it
+ * would fire early: e >= start(L, s).
+ * - A slot's minimum (Level::min) is a lower bound of the due times (fire
+ *   tick instants) in the slot and lies within the slot's ticks, so
+ *   max(minimum, first ns of the slot) of the first slot bounds every due
+ *   time inside: next_expiry. A cancel leaves it stale but low, which is
+ *   safe; the pop it causes refreshes it.
  * - Due-list timers have e <= cur, or a deadline that had passed when a
  *   cascade put them there; the list's minimum is a lower bound of their
  *   deadlines.

@@ -11,8 +11,8 @@
  * list threaded through tl_timer::link. A timer with fire tick e lives in slot
  * e mod N whatever its round, so a timer due beyond one revolution simply stays
  * there: deadlines are absolute, there are no round counters to decrement.
- * slot_min[s] is a lower bound of the due times (fire tick instants) in slot
- * s, so a visit walks a slot only when something in it may be due; the
+ * A slot's minimum is a lower bound of the due times (fire tick instants) in
+ * it, so a visit walks a slot only when something in it may be due; the
  * slots and their bitmaps are WheelSlots, the window of due slots
  * WheelWindow (wheel_slots.h), each a member with its own interface. The due
  * list holds the timers found due and not yet returned, and any inserted
@@ -27,7 +27,7 @@
  *   rescheduled later to another slot's tick and left in place (a heartbeat
  *   then touches only the timer). A lazy timer's slot is walked no later than
  *   its tick (the slot's minimum is at most its old deadline), and the walk
- *   re-files it. slot_min[s] is <= every deadline in the slot (it may be
+ *   re-files it. A slot's minimum is <= every deadline in it (it may be
  *   stale but low after a cancel or a lazy reschedule, which costs at most
  *   one extra walk). Due-list timers have e <= cur; the list's minimum is a
  *   lower bound of their deadlines.
