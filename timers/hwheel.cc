@@ -291,7 +291,43 @@ public:
        was filed overdue since the last pop, removed, in tick order; NULL
        once none is left, with cur at now's tick (its successor after a visit
        for overdue timers) and every slot that started by then cascaded. */
-    tl_timer *pop_expired(uint64_t now) noexcept;
+    tl_timer *pop_expired(uint64_t now) noexcept {
+        uint64_t nt = clock_.now_tick(now);
+        log_.popping(now);
+        for (;;) {
+            if (tl_timer *t = pop_due()) return t;
+            if (!levels_.any()) break;
+            unsigned level = levels_.first_level();
+            unsigned slot = levels_.first_slot(level);
+            uint64_t slot_start = start(level, slot);
+            if (slot_start > nt) {
+                /* The tick in progress, for overdue timers only. */
+                if (log_.overdue() == UINT64_MAX || slot_start - nt > 1) break;
+                if (level > 0) {
+                    cascade(level, slot, slot_start, now);
+                } else {
+                    log_.clear_overdue();
+                    collect_passed(slot, slot_start, now);
+                }
+                continue;
+            }
+            if (level > 0) {
+                cascade(level, slot, slot_start, now);
+                continue;
+            }
+            /* Level 0 holds exact timers only (lazy ones exist above it): the
+               whole slot is due. */
+            cur_ = slot_start;
+            levels_.sort_level0(slot);
+            tl_timer *t = levels_.at(0).list(slot);
+            unfile(t);
+            --count_;
+            return t;
+        }
+        log_.clear_overdue();
+        if (nt > cur_) cur_ = nt;
+        return nullptr;
+    }
 
     size_t count() const noexcept { return count_; }
     uint64_t cascaded() const noexcept { return cascaded_; }
@@ -303,46 +339,8 @@ private:
     const char *check_slot(unsigned level, unsigned slot, size_t &seen) const noexcept;
 };
 
-inline tl_timer *HWheel::pop_expired(uint64_t now) noexcept {
-    uint64_t nt = clock_.now_tick(now);
-    log_.popping(now);
-    for (;;) {
-        if (tl_timer *t = pop_due()) return t;
-        if (!levels_.any()) break;
-        unsigned level = levels_.first_level();
-        unsigned slot = levels_.first_slot(level);
-        uint64_t slot_start = start(level, slot);
-        if (slot_start > nt) {
-            /* The tick in progress, for overdue timers only. */
-            if (log_.overdue() == UINT64_MAX || slot_start - nt > 1) break;
-            if (level > 0) {
-                cascade(level, slot, slot_start, now);
-            } else {
-                log_.clear_overdue();
-                collect_passed(slot, slot_start, now);
-            }
-            continue;
-        }
-        if (level > 0) {
-            cascade(level, slot, slot_start, now);
-            continue;
-        }
-        /* Level 0 holds exact timers only (lazy ones exist above it): the
-           whole slot is due. */
-        cur_ = slot_start;
-        levels_.sort_level0(slot);
-        tl_timer *t = levels_.at(0).list(slot);
-        unfile(t);
-        --count_;
-        return t;
-    }
-    log_.clear_overdue();
-    if (nt > cur_) cur_ = nt;
-    return nullptr;
-}
-
-inline void HWheel::cascade(unsigned level, unsigned slot, uint64_t slot_start,
-                            uint64_t now) noexcept {
+[[gnu::noinline]] void HWheel::cascade(unsigned level, unsigned slot, uint64_t slot_start,
+                                       uint64_t now) noexcept {
     uint64_t early = levels_.at(level).min(slot) <= now ? now : 0;
     tl_timer *t = levels_.take(level, slot);
     cur_ = slot_start;
@@ -360,7 +358,8 @@ inline void HWheel::cascade(unsigned level, unsigned slot, uint64_t slot_start,
     }
 }
 
-inline void HWheel::collect_passed(unsigned slot, uint64_t slot_start, uint64_t now) noexcept {
+[[gnu::noinline]] void HWheel::collect_passed(unsigned slot, uint64_t slot_start,
+                                              uint64_t now) noexcept {
     tl_timer *t = levels_.take(0, slot);
     cur_ = slot_start;
     while (t) {
