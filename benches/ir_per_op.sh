@@ -9,7 +9,9 @@
 #
 # LIBS default "heap2 heap4 wheel hwheel libev", SIZES "1000 1000000", OPS
 # "start_stop restart cancel expire" (random deadlines, equal:0; expire in
-# start order, layout:0). Prints "op lib n Ir/op" lines.
+# start order, layout:0), or "pop": bench-expire-ir's pops through the
+# vtable at fixed nows (tickloop's backends only), which unlike the expire
+# row do not depend on when the run happened. Prints "op lib n Ir/op" lines.
 set -eu
 bin="$1/benches/bench-timer-ops"
 libs=${2:-"heap2 heap4 wheel hwheel libev"}
@@ -25,8 +27,18 @@ for n in $sizes; do
                 it=$((n > 1000 ? 32 : 200))
                 per=$((n / 2 < 8192 ? n / 2 : 8192))
                 ;;
-            expire) it=$((n > 1000 ? 1 : 100)) per=$n ;;
+            expire | pop) it=$((n > 1000 ? 1 : 100)) per=$n ;;
             esac
+            if [ "$op" = pop ]; then
+                [ "$lib" = libev ] && continue
+                it=$((n > 1000 ? 1 : 100))
+                ir=$(valgrind --tool=callgrind --collect-atstart=no --callgrind-out-file=/dev/null \
+                    "$1/benches/bench-expire-ir" "$lib" "$n" $it 2>&1 >/dev/null |
+                    awk '/Collected :/ { print $NF }')
+                awk -v lib="$lib" -v n="$n" -v ir="$ir" -v ops=$((it * n)) \
+                    'BEGIN { printf "pop %s %s %.1f\n", lib, n, ir / ops }'
+                continue
+            fi
             row="^$op/$lib/n:$n/equal:0/"
             [ "$op" = expire ] && row="^$op/$lib/n:$n/equal:0/layout:0/"
             ir=$(valgrind --tool=callgrind --collect-atstart=no --callgrind-out-file=/dev/null \
