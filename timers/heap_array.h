@@ -177,23 +177,26 @@ public:
         if (i != last) settle(i, heap_[last]);
     }
 
-    /* remove_at for an entry anywhere (a cancel): most holes are leaves
-       (three in four of a 4-ary heap's nodes), where the last entry can only
-       move up; tested first, so that the sift down's registers are saved
-       only when the hole has children. */
+    /* remove_at for an entry anywhere (a cancel): in a 4-ary heap most holes
+       are leaves (three in four nodes), where the last entry can only move
+       up; tested first, so that the sift down's registers are saved only
+       when the hole has children. A binary heap (half its nodes leaves)
+       gains nothing from the test and keeps remove_at. */
     TL_HEAP_INLINE void remove_any(size_t i) noexcept {
-        --size_;
-        size_t last = Root + size_;
-        if (i == last) return;
-        const Entry e = heap_[last];
-        if (first_child(i) < last) {
-            settle(i, e);
-            return;
+        if constexpr (D < 4) {
+            remove_at(i);
+        } else {
+            --size_;
+            const size_t last = Root + size_;
+            if (i == last) return;
+            const Entry e = heap_[last];
+            if (first_child(i) < last)
+                settle(i, e);
+            else if (i > Root && before(e, heap_[parent(i)]))
+                sift_up(i, e);
+            else
+                place(i, e);
         }
-        if (i > Root && before(e, heap_[parent(i)]))
-            sift_up(i, e);
-        else
-            place(i, e);
     }
 
     /* Makes room() >= timers, doubling. 0 or -ENOMEM, the array unchanged
