@@ -60,6 +60,12 @@
 #include <vector>
 
 #include <benchmark/benchmark.h>
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#define TL_BENCH_COLLECT() CALLGRIND_TOGGLE_COLLECT
+#else
+#define TL_BENCH_COLLECT() ((void)0)
+#endif
 
 #include "latency.h"
 #include "ops.h"
@@ -136,6 +142,20 @@ struct Live {
     typename Ops::Timer &operator[](size_t i) { return timers[i]; }
 };
 
+/* The timed regions' bounds: thread CPU time, and under callgrind
+   (--collect-atstart=no) the only code counted, so that its total over a
+   row run with --iterations=N, divided by the operations, is instructions
+   per operation. */
+inline uint64_t timed_begin() {
+    uint64_t t = cpu_ns();
+    TL_BENCH_COLLECT();
+    return t;
+}
+inline uint64_t timed_end() {
+    TL_BENCH_COLLECT();
+    return cpu_ns();
+}
+
 inline void report(benchmark::State &st, uint64_t ops, uint64_t ns) {
     if (ops == 0 || ns == 0) return;
     st.counters["ns_per_op"] = benchmark::Counter((double)ns / (double)ops);
@@ -159,12 +179,12 @@ void bm_start_stop(benchmark::State &st, const std::string &variant) {
     typename Ops::Timer fresh;
     ops.init(fresh);
     size_t i = 0;
-    uint64_t c0 = cpu_ns();
+    uint64_t c0 = timed_begin();
     for (auto _ : st) {
         ops.start(fresh, p.delay[i++ & p.mask]);
         ops.stop(fresh);
     }
-    report(st, st.iterations(), cpu_ns() - c0);
+    report(st, st.iterations(), timed_end() - c0);
     ops.close(&fresh, 1);
 }
 
@@ -176,12 +196,12 @@ void bm_restart(benchmark::State &st, const std::string &variant) {
     if (!open_ok(st, ops)) return;
     Live<Ops> live(ops, p.initial);
     size_t i = 0;
-    uint64_t c0 = cpu_ns();
+    uint64_t c0 = timed_begin();
     for (auto _ : st) {
         size_t k = i++ & p.mask;
         ops.restart(live[p.victim[k]], p.delay[k]);
     }
-    report(st, st.iterations(), cpu_ns() - c0);
+    report(st, st.iterations(), timed_end() - c0);
 }
 
 template <class Ops>
@@ -202,9 +222,9 @@ void bm_cancel(benchmark::State &st, const std::string &variant) {
             for (size_t i = n - 1; i > 0; --i) std::swap(order[i], order[rng.below(i + 1)]);
             pos = 0;
         }
-        uint64_t c0 = cpu_ns();
+        uint64_t c0 = timed_begin();
         for (size_t j = 0; j < batch; ++j) ops.stop(live[order[pos + j]]);
-        uint64_t c1 = cpu_ns();
+        uint64_t c1 = timed_end();
         for (size_t j = 0; j < batch; ++j)
             ops.start(live[order[pos + j]], p.delay[ring++ & p.mask]);
         pos += batch;
@@ -256,13 +276,13 @@ void bm_expire(benchmark::State &st, const std::string &variant) {
            bounds the callbacks of one iteration (max_timers_per_iteration,
            65536 by default) so that I/O is not starved; the peers fire all
            due timers in one. A run that fires nothing ends the batch. */
-        uint64_t c0 = cpu_ns();
+        uint64_t c0 = timed_begin();
         for (uint64_t before = ~0ull; ops.fired < n && ops.fired != before;) {
             before = ops.fired;
             ops.run_nowait();
             ++runs;
         }
-        uint64_t c1 = cpu_ns();
+        uint64_t c1 = timed_end();
         st.SetIterationTime((double)(c1 - c0) / 1e9);
         if (ops.fired != n) {
             for (size_t i = 0; i < n; ++i) ops.stop(timers[i]);
@@ -357,6 +377,9 @@ void bm_delayed(benchmark::State &st, const std::string &variant) {
     report(st, ops_done, ns);
 }
 
+/* --iterations=N: every row runs N iterations (0: each its own count). */
+inline int64_t fixed_iterations = 0;
+
 /* Sizes: 1e3 - 1e7, the largest left out by --max-n (1e7 live timers take
    0.6-1.5 GB and several seconds to build per row). */
 inline std::vector<int64_t> sizes(int64_t max_n) {
@@ -396,6 +419,7 @@ void register_all(const std::string &label, const std::string &variant, int64_t 
             b->ArgNames({"n", "equal", "layout"});
         else
             b->ArgNames({"n", "equal"});
+        if (fixed_iterations) iterations = fixed_iterations;
         if (iterations) b->Iterations(iterations);
         if (manual) b->UseManualTime();
     };
@@ -421,14 +445,17 @@ void register_all(const std::string &label, const std::string &variant, int64_t 
         ->UseManualTime();
 }
 
-/* Takes our own flag --max-n=N (default 1e7) out of argv before Google
-   Benchmark parses the rest. */
+/* Takes our own flags out of argv before Google Benchmark parses the rest:
+   --max-n=N (default 1e7), and --iterations=N, which runs every row exactly
+   N times (for callgrind: see timed_begin). */
 inline int64_t take_max_n(int &argc, char **argv) {
     int64_t max_n = 10000000;
     int out = 1;
     for (int i = 1; i < argc; ++i) {
         if (std::strncmp(argv[i], "--max-n=", 8) == 0)
             max_n = (int64_t)std::strtod(argv[i] + 8, nullptr);
+        else if (std::strncmp(argv[i], "--iterations=", 13) == 0)
+            fixed_iterations = (int64_t)std::strtod(argv[i] + 13, nullptr);
         else
             argv[out++] = argv[i];
     }

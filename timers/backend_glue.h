@@ -16,7 +16,7 @@
  *   size_t count() const;     const char *check() const;   (the walker)
  * and, optionally, uint64_t next_wakeup() (timer_backend.h: a backend that
  * keeps deadline order and lets the loop sleep into the timers' leeway) and
- * int reserve_room(const tl_timer *t, size_t n) (timer_backend.h's reserve:
+ * int reserve_more(const tl_timer *t, size_t n) (timer_backend.h's reserve:
  * a backend whose insert allocates).
  * with the Pre/Post conditions of timer_backend.h.
  *
@@ -126,11 +126,11 @@ struct BackendGlue {
             return impl(self).next_expiry();
     }
     static constexpr bool kHasReserve = requires(Impl & i, const tl_timer *t) {
-        i.reserve_room(t, size_t{1});
+        i.reserve_more(t, size_t{1});
     };
     static int reserve(void *self, const tl_timer *t, size_t n) noexcept {
         if constexpr (kHasReserve)
-            return impl(self).reserve_room(t, n);
+            return impl(self).reserve_more(t, n);
         else
             return 0;
     }

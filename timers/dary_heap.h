@@ -61,7 +61,7 @@ class DaryHeap : public MallocNew {
 
     /* insert's leeway case, out of line: the leeway-0 insert stays small. */
     [[gnu::noinline]] int insert_window(tl_timer *t) noexcept {
-        if (int r = windows_.make_room()) return r;
+        if (int r = windows_.reserve_more(1)) return r;
         push_window(t);
         return 0;
     }
@@ -71,7 +71,7 @@ class DaryHeap : public MallocNew {
     [[gnu::noinline]] void reschedule_leeway(tl_timer *t, uint64_t deadline) noexcept {
         const bool leeway = own_leeway(t);
         if (!Windows::holds(t)) {
-            if (!leeway || windows_.make_room() < 0) [[unlikely]] {
+            if (!leeway || windows_.reserve_more(1) < 0) [[unlikely]] {
                 own_in_runs_ |= leeway; /* no memory: it stays, firing exactly */
                 runs_.reschedule(t, deadline);
                 return;
@@ -105,10 +105,20 @@ public:
     /* Pre: t not inside, t->deadline set. Post on 0: t inside, last among
        equal deadlines. On -ENOMEM nothing changed. */
     int insert(tl_timer *t) noexcept {
-        if (runs_.full(count())) [[unlikely]] {
-            if (int r = runs_.reserve(count() + 1)) return r;
-        }
+        if (runs_.full(count())) [[unlikely]]
+            return insert_growing(t);
         if (!own_leeway(t)) [[likely]] {
+            runs_.push(t);
+            return 0;
+        }
+        return insert_window(t);
+    }
+
+    /* insert when the run heap is full, out of line: the insert above then
+       makes no call that returns to it, and saves no registers. */
+    [[gnu::noinline]] int insert_growing(tl_timer *t) noexcept {
+        if (int r = runs_.reserve(count() + 1)) return r;
+        if (!own_leeway(t)) {
             runs_.push(t);
             return 0;
         }
@@ -118,9 +128,9 @@ public:
     /* Room for n timers more than are inside, t among them: the next n
        inserts (t's included) then allocate nothing and cannot fail, since
        no array shrinks. On -ENOMEM nothing changed. */
-    int reserve_room(const tl_timer *t, size_t n) noexcept {
+    int reserve_more(const tl_timer *t, size_t n) noexcept {
         if (int r = runs_.reserve(count() + n)) return r;
-        return t && own_leeway(t) ? windows_.reserve_ahead(n) : 0;
+        return t && own_leeway(t) ? windows_.reserve_more(n) : 0;
     }
 
     /* Pre: t inside. Post: t not inside. */

@@ -8,8 +8,9 @@
  *   array is 64-byte aligned. The key is cached beside the pointer so that
  *   sifting compares without touching the (cold) timers, as libev's ANHE and
  *   Go's timer heap do.
- * - Each timer records its index in one word of its node (node.h), or'ed
- *   with the owner's tag: Word and Tag below.
+ * - Each timer records its index in one word of its node (node.h's
+ *   NodeWord: the position word, or a list word its owner does not use),
+ *   or'ed with the owner's tag: Word and Tag below.
  * - Order: key, then, if Seq, the timer's seq (seq_of: only on equal keys).
  *   No entry orders before its parent.
  * - Sifts move a hole instead of swapping, writing each moved entry once.
@@ -35,10 +36,10 @@ namespace tl::detail {
 /* The insertion order of a timer that has no prev (a run's head, a window
    heap's timer): it lives in that word (node.h allows it). */
 inline uint64_t &seq_of(tl_timer *t) noexcept {
-    return reinterpret_cast<uint64_t &>(t->link[1]);
+    return reinterpret_cast<uint64_t &>(t->link[kPrevWord]);
 }
 inline uint64_t seq_of(const tl_timer *t) noexcept {
-    return t->link[1];
+    return t->link[kPrevWord];
 }
 
 /* An entry: the key cached beside the timer. The run heap keeps a flag in
@@ -54,11 +55,10 @@ inline tl_timer *entry_timer(const HeapEntry &e) noexcept {
     return reinterpret_cast<tl_timer *>(reinterpret_cast<uintptr_t>(e.timer) & ~kEntryMore);
 }
 
-template <unsigned D, size_t Root, unsigned Word, bool Seq, uintptr_t Tag = 0>
+template <unsigned D, size_t Root, NodeWord Word, bool Seq, uintptr_t Tag = 0>
 class HeapArray {
     static_assert(D >= 2, "a heap needs at least two children per node");
     static_assert(Root > 0, "index 0 is free for the owner (\"not a head\")");
-    static_assert(Word < 3, "the index lives in one of the node's three words");
 
 public:
     using Entry = HeapEntry;
@@ -100,7 +100,9 @@ public:
         set_index(entry_timer(e), i);
     }
 
-    /* Moves the hole at i up until e fits there. */
+    /* Moves the hole at i up until e fits there; Fresh: e.timer carries no
+       flag (a new entry), so it needs no stripping. */
+    template <bool Fresh = false>
     TL_HEAP_INLINE void sift_up(size_t i, Entry e) noexcept {
         while (i > Root) {
             size_t p = parent(i);
@@ -108,7 +110,8 @@ public:
             place(i, heap_[p]);
             i = p;
         }
-        place(i, e);
+        heap_[i] = e;
+        set_index(Fresh ? e.timer : entry_timer(e), i);
     }
 
     /* Moves the hole at i down until e fits there. */
@@ -160,10 +163,11 @@ public:
             sift_down(i, e);
     }
 
-    /* Pre: room for one more (the caller reserved it). */
+    /* Pre: room for one more (the caller reserved it), e.timer without a
+       flag (a new entry). */
     TL_HEAP_INLINE void push(Entry e) noexcept {
         ++size_;
-        sift_up(Root + size_ - 1, e);
+        sift_up<true>(Root + size_ - 1, e);
     }
 
     /* Pre: i holds an entry. Post: it is gone, the rest still a heap. */
@@ -171,6 +175,28 @@ public:
         --size_;
         size_t last = Root + size_;
         if (i != last) settle(i, heap_[last]);
+    }
+
+    /* remove_at for an entry anywhere (a cancel): in a 4-ary heap most holes
+       are leaves (three in four nodes), where the last entry can only move
+       up; tested first, so that the sift down's registers are saved only
+       when the hole has children. A binary heap (half its nodes leaves)
+       gains nothing from the test and keeps remove_at. */
+    TL_HEAP_INLINE void remove_any(size_t i) noexcept {
+        if constexpr (D < 4) {
+            remove_at(i);
+        } else {
+            --size_;
+            const size_t last = Root + size_;
+            if (i == last) return;
+            const Entry e = heap_[last];
+            if (first_child(i) < last)
+                settle(i, e);
+            else if (i > Root && before(e, heap_[parent(i)]))
+                sift_up(i, e);
+            else
+                place(i, e);
+        }
     }
 
     /* Makes room() >= timers, doubling. 0 or -ENOMEM, the array unchanged

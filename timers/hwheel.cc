@@ -4,20 +4,9 @@
  * (the layout of tokio's and Linux's timer wheels, plus a per-slot minimum
  * deadline).
  *
- * Time is counted in ticks of tick_ns. A timer's fire tick is
- * e = ceil(deadline / tick_ns), the first tick boundary at or after its
- * deadline. pop_expired(now) returns every timer with e <= floor(now / tick_ns)
- * (at now == UINT64_MAX, when every deadline has passed, all of them): a
- * tick's timers come out together once the tick has passed, and
- * next_expiry() is the instant of the first tick that holds one, so the loop
- * wakes at most once per such tick. A timer filed (inserted or rescheduled)
- * with a deadline at or before the last now given is overdue: the next pop
- * hands it out with the timers of its tick whose deadlines have passed too
- * (the tick in progress is cascaded and visited early), so a deadline
- * already in the past fires in the loop's next iteration and ties keep
- * their order; timers whose deadlines pass while they are inside wait for
- * their tick's end. The wheel keeps its own position `cur`, at most one
- * tick past the last now it was given.
+ * What it hands out and when is what both wheels keep (wheel_core.h, with
+ * the vocabulary: tick, fire tick e, cur, slot, due list, lazy, order, leeway,
+ * due); for overdue timers the tick in progress is cascaded first.
  *
  * Layout: kLevels levels of 64 slots, each slot a circular doubly-linked list
  * threaded through tl_timer::link, one 64-bit occupancy word per level and a
@@ -25,11 +14,11 @@
  * fire tick e >= cur is filed at level L = the six-bit group of the highest bit
  * in which e and cur differ, slot s = the digit of e in that group. A level-0
  * slot is one tick; a level-L slot spans 64^L ticks and starts at
- * start(L, s) = (cur with the bits of levels <= L cleared) | s << 6L. A
- * "ready" list holds timers already found due by a cascade, and any inserted
- * with e < cur. The vocabulary (fire tick, cur, slot, ready, lazy, order)
- * and the tick arithmetic, bitmap and ready-list code are shared with
- * wheel.cc (wheel_core.h).
+ * start(L, s) = (cur with the bits of levels <= L cleared) | s << 6L; each
+ * Level (below, as tokio's level.rs) owns its slots, their minimums and its
+ * occupancy word, and level_shift / level_span / slot_in name the kernel's
+ * LVL_SHIFT / LVL_GRAN / LVL_MASK arithmetic. The due list holds timers
+ * already found due by a cascade, and any inserted with e < cur.
  *
  * The levels at the default tick (1 ms; wheel_core.h). A timer whose fire
  * tick is d ticks after cur files at the level whose range covers d; a slot
@@ -59,29 +48,30 @@
  * - Every occupied slot starts at or after cur (strictly after for L > 0), so
  *   the lowest occupied level's lowest occupied slot holds the earliest timers:
  *   next_expiry and pop_expired find it with two ctz, never scanning.
- * - A timer's link[2] holds its slot id (L * 64 + s, or kReady), so removal
- *   never recomputes it, plus kLazy when it was rescheduled later in place:
- *   without kLazy, (L, s) is exactly where e files relative to cur; with it,
- *   e >= start + 64^L, and the timer is re-filed when its slot comes due (as
- *   tokio and Kafka's purgatory do). A slot never holds a timer it would fire
- *   early: e >= start(L, s).
- * - slot_min[L][s] is a lower bound of the due times (fire tick instants) in
- *   the slot and lies within the slot's ticks, so max(slot_min, first ns of
- *   the slot) of the first slot is a lower bound of every due time inside:
- *   next_expiry. A cancel leaves it stale but low, which is safe; the pop it
- *   causes refreshes it.
- * - Ready timers have e <= cur, or a deadline that had passed when a cascade
- *   put them there; ready_min is a lower bound of their deadlines.
- * - count is the number of timers; the slots' bitmaps keep the invariants
- *   of LevelSlots.
+ * - A timer's position (SlotPosition) holds its slot id (L * 64 + s, or
+ *   kDueSlot), so removal never recomputes it, and the lazy mark when it was
+ *   rescheduled later in place: without it, (L, s) is exactly where e files
+ *   relative to cur; with it, e >= start + 64^L, and the timer is re-filed
+ *   when its slot comes due (as tokio and Kafka's purgatory do). A slot never holds a timer it
+ * would fire early: e >= start(L, s).
+ * - A slot's minimum (Level::min) is a lower bound of the due times (fire
+ *   tick instants) in the slot and lies within the slot's ticks, so
+ *   max(minimum, first ns of the slot) of the first slot bounds every due
+ *   time inside: next_expiry. A cancel leaves it stale but low, which is
+ *   safe; the pop it causes refreshes it.
+ * - Due-list timers have e <= cur, or a deadline that had passed when a
+ *   cascade put them there; the list's minimum is a lower bound of their
+ *   deadlines.
+ * - count is the number of timers; the levels' bitmaps keep the invariants
+ *   of Levels.
  * - Slots are FIFO lists. A slot of level L < top covers ticks of one slot of
  *   level L + 1, and is filed into directly only once cur has entered that
  *   slot, that is after it was cascaded; so a cascade appends into an empty
- *   slot, and timers not marked kMoved stay in start order at every level.
+ *   slot, and timers not moved stay in start order at every level.
  *
  * Expiry: when the first slot's start is <= now's tick, cur moves to that
  * start. A level-0 slot's timers are returned, sorted by (deadline, start
- * sequence) first if unsorted0 says so (lazy ones never reach level 0, they
+ * sequence) first if it is marked unsorted (lazy ones never reach level 0, they
  * are re-filed by the cascade that empties their slot); a higher
  * slot is cascaded: its timers are re-filed relative to the new cur, which puts
  * each in a lower level. A timer thus moves at most kLevels - 1 times and fires
@@ -104,6 +94,7 @@
 #include <cerrno>
 
 #include "backend_glue.h"
+#include "hwheel_levels.h"
 #include "node.h"
 #include "timers.h"
 #include "wheel_core.h"
@@ -111,138 +102,58 @@
 namespace tl::detail {
 namespace {
 
-/* Six bits per level: one 64-bit occupancy word per level, so finding the
- * next slot is one ctz. Fewer bits means more levels (more cascades); more
- * would need several words per level. */
-constexpr unsigned kSlotBits = 6;
-constexpr unsigned kSlots = 1u << kSlotBits;
-/* Enough levels for any 64-bit tick: eleven, the top one using 4 of its 6
- * bits. No overflow list and no maximum timeout. */
-constexpr unsigned kLevels = (64 + kSlotBits - 1) / kSlotBits;
-static_assert(kLevels <= 64, "the summary word has one bit per level");
-
-/* Node: link[0] = next, link[1] = prev, link[2] = slot id (level * 64 +
- * slot, or kReady), the grid, the lazy and moved marks and the start
- * sequence (wheel_core.h). */
+/* Node: next, prev and the position (node.h's SlotPosition: slot id or
+   kDueSlot, grid, lazy and moved marks, start sequence). */
 static_assert(3 * sizeof(uintptr_t) <= timer_link_bytes, "hwheel node fits in tl_timer.link");
-static_assert(kLevels * kSlots < kReady, "slot ids stay below kReady");
-
-constexpr uint64_t bit(unsigned i) noexcept {
-    return uint64_t(1) << i;
-}
-
-/* The level at which tick e files when the wheel is at cur. */
-inline unsigned level_of(uint64_t cur, uint64_t e) noexcept {
-    return unsigned(63 - __builtin_clzll((cur ^ e) | (kSlots - 1))) / kSlotBits;
-}
-
-/* The slots: kLevels levels of kSlots circular lists (node.h), each with a
- * lower bound of its due times (slot_min), one occupancy word per level and
- * a summary word with bit L set iff level L has an occupied slot (both set
- * exactly for the non-empty slots and levels), and unsorted0, the level-0
- * slots that hold a timer placed out of start order since they were last
- * sorted (only occupied ones). */
-class LevelSlots {
-protected:
-    tl_timer *slots_[kLevels][kSlots] = {};
-    uint64_t slot_min_[kLevels][kSlots]; /* ns; meaningful for occupied slots only */
-    uint64_t occupied_[kLevels] = {};
-    uint64_t levels_ = 0;    /* bit L: occupied_[L] != 0 */
-    uint64_t unsorted0_ = 0; /* bit s: level-0 slot s holds a kMoved timer, unsorted */
-
-    /* Appends t, due at due, to (level, slot): minimum and bits follow. */
-    void push(unsigned level, unsigned slot, tl_timer *t, uint64_t due) noexcept {
-        tl_timer *&head = slots_[level][slot];
-        uint64_t &min = slot_min_[level][slot];
-        if (!head) {
-            min = due;
-            occupied_[level] |= bit(slot);
-            levels_ |= bit(level);
-        } else if (due < min) {
-            min = due;
-        }
-        list_push(head, t, false);
-    }
-
-    /* Slot (level, slot) emptied: its occupancy bits go, and a level-0
-       slot's unsorted mark with them. */
-    void emptied(unsigned level, unsigned slot) noexcept {
-        occupied_[level] &= ~bit(slot);
-        if (!occupied_[level]) levels_ &= ~bit(level);
-        if (level == 0) unsorted0_ &= ~bit(slot);
-    }
-
-    /* Removes t from (level, slot), clearing its bits if it emptied. */
-    void unlink(unsigned level, unsigned slot, tl_timer *t) noexcept {
-        tl_timer *&head = slots_[level][slot];
-        list_unlink(head, t);
-        if (!head) emptied(level, slot);
-    }
-
-    /* Detaches the whole list of (level, slot), as a NULL-terminated chain. */
-    tl_timer *take_slot(unsigned level, unsigned slot) noexcept {
-        tl_timer *t = list_take(slots_[level][slot]);
-        emptied(level, slot);
-        return t;
-    }
-
-    /* The lowest occupied level and its lowest occupied slot. Pre: levels_. */
-    unsigned first_level() const noexcept { return unsigned(__builtin_ctzll(levels_)); }
-    unsigned first_slot(unsigned level) const noexcept {
-        return unsigned(__builtin_ctzll(occupied_[level]));
-    }
-};
 
 /* The wheel: filing relative to cur, the lazy reschedule, cascades and pops. */
-class HWheel : public MallocNew, public GridEntry<HWheel>, LevelSlots, StartLog {
-    friend class GridEntry<HWheel>;
-    ReadyList ready_;
+class HWheel : public MallocNew {
+    Levels levels_;
+    StartLog log_;
+    TickClock clock_;
+    DueList due_;
     uint64_t cur_;
     size_t count_ = 0;
     uint64_t cascaded_ = 0; /* timers re-filed by cascades, for benchmarks */
-    TickClock clock_;
-
-    static unsigned id_of(const tl_timer *t) noexcept { return unsigned(slot_id(t)); }
 
     uint64_t start(unsigned level, unsigned slot) const noexcept {
-        unsigned shift = kSlotBits * level;
+        unsigned shift = level_shift(level);
         uint64_t high = shift + kSlotBits >= 64 ? 0 : cur_ & (~uint64_t(0) << (shift + kSlotBits));
         return high | uint64_t(slot) << shift;
     }
 
-    static uint64_t span(unsigned level) noexcept { return uint64_t(1) << (kSlotBits * level); }
-
-    /* Pre: t in no list, e = t's fire tick on grid (its grid bits). Post: t
-       appended relative to cur with the order bits order (in the ready list
-       if e < cur), bitmaps and minimum updated. Does not touch count. */
-    void place(tl_timer *t, uint64_t e, uintptr_t grid, uintptr_t order) noexcept {
+    /* Pre: t in no list, e = t's fire tick on grid. Post: t appended
+       relative to cur with order (on the due list if e < cur), bitmaps and
+       minimum updated. Does not touch count. */
+    void place(tl_timer *t, uint64_t e, SlotPosition grid, SlotPosition order) noexcept {
         if (e < cur_) {
             /* Behind the timers already found due: sorted among them. */
-            t->link[2] = order | kMoved;
-            ready_.push(t);
+            order.with_moved().store(t);
+            due_.push(t);
             return;
         }
         unsigned level = level_of(cur_, e);
-        unsigned slot = unsigned(e >> (kSlotBits * level)) & (kSlots - 1);
-        push(level, slot, t, clock_.due(e));
-        t->link[2] = order | grid | uintptr_t(level * kSlots + slot);
-        if (level == 0 && (order & kMoved)) unsorted0_ |= bit(slot);
+        unsigned slot = slot_in(level, e);
+        levels_.push(level, slot, t, clock_.due(e));
+        order.with(grid).in_slot(slot_id(level, slot)).store(t);
+        if (level == 0 && order.moved()) levels_.mark_unsorted(slot);
     }
 
     /* Pre: t inside. Post: t in no list; bits cleared if its slot emptied.
        Does not touch count. */
     void unfile(tl_timer *t) noexcept {
-        unsigned id = id_of(t);
-        if (id == kReady) {
-            ready_.unlink(t);
+        SlotPosition pos = SlotPosition::of(t);
+        if (pos.on_due_list()) {
+            due_.unlink(t);
             return;
         }
-        unlink(id / kSlots, id % kSlots, t);
+        unsigned id = unsigned(pos.slot());
+        levels_.unlink(id / kSlots, id % kSlots, t);
     }
 
     /* Pre: (level, slot) is the first occupied slot, level > 0, it starts at
-       or before now's tick + 1, the ready list is empty. Post: cur = its
-       start; in the ready list, its timers whose fire tick is that start and
+       or before now's tick + 1, the due list is empty. Post: cur = its
+       start; on the due list, its timers whose fire tick is that start and
        that are due by now, and those on a grid whose deadline has passed
        (inside their window: the slot is emptied no later than its least due
        time, and only once now reaches that, so that nothing comes out
@@ -255,17 +166,32 @@ class HWheel : public MallocNew, public GridEntry<HWheel>, LevelSlots, StartLog 
 
     /* Pre: level-0 slot is the first occupied, its tick slot_start is now's
        tick + 1, a timer was filed overdue. Post: cur = slot_start; its
-       timers whose deadline is <= now are in the ready list, the rest back
-       in the slot, in slot order. */
+       timers whose deadline is <= now are on the due list, the rest back in
+       the slot, in slot order. */
     void collect_passed(unsigned slot, uint64_t slot_start, uint64_t now) noexcept;
 
+    /* The due list's next timer, removed; NULL if it is empty. */
+    tl_timer *pop_due() noexcept {
+        if (!due_.head) return nullptr;
+        --count_;
+        return due_.pop();
+    }
+
 public:
+    const TickClock &clock() const noexcept { return clock_; }
+    /* Pre: t in no list, e = its fire tick on grid. Post: t started (a new
+       start sequence) and placed there; noted if overdue. */
+    void file(tl_timer *t, uint64_t e, SlotPosition grid) noexcept {
+        log_.filed_at(t->deadline);
+        place(t, e, grid, log_.started());
+    }
+
     /* Tick order only: a timer fires within the tick after its deadline. */
     static constexpr uint32_t kCaps = 0;
 
     static bool accepts(const tl_timer_config &cfg) noexcept { return cfg.tick_ns != 0; }
 
-    HWheel(const tl_timer_config &cfg, uint64_t now) noexcept : StartLog(now), clock_(cfg.tick_ns) {
+    HWheel(const tl_timer_config &cfg, uint64_t now) noexcept : log_(now), clock_(cfg.tick_ns) {
         uint64_t r;
         cur_ = clock_.floor(now, r);
     }
@@ -273,10 +199,10 @@ public:
     bool allocate() noexcept { return true; }
 
     /* Pre: t not inside, t->deadline set (any value, even before now). Post:
-       t inside, filed at the level and slot of its fire tick (ready if that
-       tick has passed). O(1); never fails, never allocates. */
+       t inside, filed at the level and slot of its fire tick (on the due
+       list if that tick has passed). O(1); never fails, never allocates. */
     int insert(tl_timer *t) noexcept {
-        file_new(t);
+        file_new(*this, t);
         ++count_;
         return 0;
     }
@@ -284,7 +210,7 @@ public:
     /* timer_backend.h's reserve: an insert never fails, so there is always
        room (and the loop parks a due start until its dispatch ends rather
        than inserting it at once, as it must for a backend without one). */
-    int reserve_room(const tl_timer *, size_t) noexcept { return 0; }
+    int reserve_more(const tl_timer *, size_t) noexcept { return 0; }
 
     /* Pre: t inside. Post: t not inside. O(1): the slot id is in t. */
     void remove(tl_timer *t) noexcept {
@@ -293,38 +219,45 @@ public:
     }
 
     /* Pre: t inside. Post: t->deadline == deadline, t inside and due at the
-       new fire tick, with a new start sequence. Same slot: the deadline is
-       rewritten in place. A later fire tick beyond a level > 0 slot leaves
-       the timer there, marked lazy, to be re-filed when the slot comes due:
-       heartbeats cost O(1) and touch no list. Both mark it moved. Earlier:
-       moved now (an unlink and an append, also O(1)). */
-    using GridEntry::reschedule; /* the grid, then reschedule_to */
+       new fire tick (on the grid of its leeway now), with a new start
+       sequence. Same slot: the deadline is rewritten in place. A later fire
+       tick beyond a level > 0 slot leaves the timer there, marked lazy, to
+       be re-filed when the slot comes due: heartbeats cost O(1) and touch no
+       list. Both mark it moved. Earlier: moved now (an unlink and an append,
+       also O(1)). */
+    [[gnu::always_inline]] void reschedule(tl_timer *t, uint64_t deadline) noexcept {
+        reschedule_on_grid_of_leeway(*this, t, deadline);
+    }
+
     /* e: the fire tick of deadline on grid (the old grid does not matter:
        the in-place paths compare e with the slot's start). */
     [[gnu::always_inline]] void reschedule_to(tl_timer *t, uint64_t deadline, uint64_t e,
-                                              uintptr_t grid) noexcept {
-        unsigned id = id_of(t);
+                                              SlotPosition grid) noexcept {
+        SlotPosition pos = SlotPosition::of(t);
         /* An overdue timer is moved: its slot, due now, would otherwise be
            emptied for nothing (a spurious zero timeout). */
-        if (id != kReady && e >= cur_ && t->deadline > now_) {
+        if (!pos.on_due_list() && e >= cur_ && t->deadline > log_.now()) {
+            unsigned id = unsigned(pos.slot());
             unsigned level = id / kSlots, slot = id % kSlots;
             uint64_t slot_start = start(level, slot);
-            uint64_t &min = slot_min_[level][slot];
             if (level == 0) {
                 if (e == slot_start) {
                     t->deadline = deadline;
-                    t->link[2] = started() | kMoved | id | grid;
-                    unsorted0_ |= bit(slot);
-                    filed_at(deadline);
+                    log_.started().with_moved().in_slot(id).with(grid).store(t);
+                    levels_.mark_unsorted(slot);
+                    log_.filed_at(deadline);
                     return; /* the slot's minimum is this tick's instant */
                 }
             } else if (e >= slot_start) {
                 t->deadline = deadline;
-                filed_at(deadline);
-                uint64_t due = clock_.due(e);
-                if (due < min) min = due;
-                t->link[2] =
-                    started() | kMoved | id | grid | (e - slot_start >= span(level) ? kLazy : 0);
+                log_.filed_at(deadline);
+                levels_.at(level).lower_min(slot, clock_.due(e));
+                log_.started()
+                    .with_moved()
+                    .in_slot(id)
+                    .with(grid)
+                    .with_lazy(e - slot_start >= level_span(level))
+                    .store(t);
                 return;
             }
         }
@@ -334,7 +267,7 @@ public:
     /* reschedule's slow path, out of line so that the in-place paths above
        need no saved registers. */
     [[gnu::noinline]] void move(tl_timer *t, uint64_t deadline, uint64_t e,
-                                uintptr_t grid) noexcept {
+                                SlotPosition grid) noexcept {
         unfile(t);
         t->deadline = deadline;
         file(t, e, grid);
@@ -347,43 +280,44 @@ public:
     uint64_t next_expiry() const noexcept {
         uint64_t next = UINT64_MAX;
         bool overdue = false;
-        if (levels_) {
-            unsigned level = first_level();
-            unsigned slot = first_slot(level);
+        if (levels_.any()) {
+            unsigned level = levels_.first_level();
+            unsigned slot = levels_.first_slot(level);
             uint64_t slot_start = start(level, slot);
             uint64_t lower = clock_.first_ns(slot_start);
-            uint64_t min = slot_min_[level][slot];
+            uint64_t min = levels_.at(level).min(slot);
             next = min > lower ? min : lower;
-            if (overdue_ < next) {
+            if (log_.overdue() < next) {
                 overdue = holds_overdue(level, slot, slot_start);
                 /* Dropped, or a later pop would act on it for timers that
                    were never noted, before the time said here. */
-                if (!overdue) overdue_ = UINT64_MAX;
+                if (!overdue) log_.drop_overdue();
             }
         }
-        /* Ready timers taken early by a cascade may sit before slots with
+        /* Due-list timers taken early by a cascade may sit before slots with
            earlier deadlines: the lesser of the two. */
-        if (ready_.head && ready_.min < next) next = ready_.min;
+        if (due_.head && due_.min < next) next = due_.min;
         /* An overdue timer's deadline, if the next pop hands one out: the
            note outlives a timer restarted or stopped since, and a past time
            with nothing due would make the loop run an empty iteration. */
-        if (overdue && overdue_ < next) next = overdue_;
+        if (overdue && log_.overdue() < next) next = log_.overdue();
         return next;
     }
 
-    /* Whether pop_expired(now_) would hand out a timer filed overdue, the
+    /* Whether pop_expired(now) would hand out a timer filed overdue, the
        first slot being (level, slot) from slot_start: its start has passed
        (it is due anyway), or it is the tick in progress and holds a timer of
        that tick whose deadline has passed (the pop's cascade files it at
        level 0, and collect_passed takes it). */
     bool holds_overdue(unsigned level, unsigned slot, uint64_t slot_start) const noexcept {
-        uint64_t nt = clock_.now_tick(now_);
+        uint64_t now = log_.now();
+        uint64_t nt = clock_.now_tick(now);
         if (slot_start <= nt) return true;
         if (slot_start - nt > 1) return false;
-        const tl_timer *head = slots_[level][slot];
+        const tl_timer *head = levels_.at(level).head(slot);
         const tl_timer *t = head;
         do {
-            if (t->deadline <= now_ && clock_.fire_tick(t) == slot_start) return true;
+            if (t->deadline <= now && clock_.fire_tick(t) == slot_start) return true;
             t = next_of(t);
         } while (t != head);
         return false;
@@ -391,28 +325,25 @@ public:
 
     /* Pre: now >= every earlier now. Post: returns a timer with fire tick <=
        now's tick, or of the next tick with its deadline <= now when a timer
-       was filed overdue since the last pop, removed, in tick order; NULL once none is
-       left, with cur at now's tick (its successor after a visit for overdue timers)
-       and every slot that started by then cascaded. */
+       was filed overdue since the last pop, removed, in tick order; NULL
+       once none is left, with cur at now's tick (its successor after a visit
+       for overdue timers) and every slot that started by then cascaded. */
     tl_timer *pop_expired(uint64_t now) noexcept {
         uint64_t nt = clock_.now_tick(now);
-        now_ = now;
+        log_.popping(now);
         for (;;) {
-            if (ready_.head) {
-                --count_;
-                return ready_.pop();
-            }
-            if (!levels_) break;
-            unsigned level = first_level();
-            unsigned slot = first_slot(level);
+            if (tl_timer *t = pop_due()) return t;
+            if (!levels_.any()) break;
+            unsigned level = levels_.first_level();
+            unsigned slot = levels_.first_slot(level);
             uint64_t slot_start = start(level, slot);
             if (slot_start > nt) {
                 /* The tick in progress, for overdue timers only. */
-                if (overdue_ == UINT64_MAX || slot_start - nt > 1) break;
+                if (log_.overdue() == UINT64_MAX || slot_start - nt > 1) break;
                 if (level > 0) {
                     cascade(level, slot, slot_start, now);
                 } else {
-                    overdue_ = UINT64_MAX;
+                    log_.clear_overdue();
                     collect_passed(slot, slot_start, now);
                 }
                 continue;
@@ -424,16 +355,13 @@ public:
             /* Level 0 holds exact timers only (lazy ones exist above it): the
                whole slot is due. */
             cur_ = slot_start;
-            if (unsorted0_ & bit(slot)) [[unlikely]] {
-                list_sort(slots_[0][slot], fires_before);
-                unsorted0_ &= ~bit(slot);
-            }
-            tl_timer *t = slots_[0][slot];
+            levels_.sort_level0(slot);
+            tl_timer *t = levels_.at(0).list(slot);
             unfile(t);
             --count_;
             return t;
         }
-        overdue_ = UINT64_MAX;
+        log_.clear_overdue();
         if (nt > cur_) cur_ = nt;
         return nullptr;
     }
@@ -443,104 +371,116 @@ public:
 
     /* The walker: every invariant above; NULL or the first broken one. */
     const char *check() const noexcept;
+
+private:
+    const char *check_slot(unsigned level, unsigned slot, size_t &seen) const noexcept;
 };
 
-inline void HWheel::cascade(unsigned level, unsigned slot, uint64_t slot_start,
-                            uint64_t now) noexcept {
-    uint64_t early = slot_min_[level][slot] <= now ? now : 0;
-    tl_timer *t = take_slot(level, slot);
+[[gnu::noinline]] void HWheel::cascade(unsigned level, unsigned slot, uint64_t slot_start,
+                                       uint64_t now) noexcept {
+    uint64_t early = levels_.at(level).min(slot) <= now ? now : 0;
+    tl_timer *t = levels_.take(level, slot);
     cur_ = slot_start;
     while (t) {
         tl_timer *n = next_of(t);
-        uintptr_t grid = t->link[2] & kGridMask;
-        uint64_t f = clock_.fire_tick(t->deadline, grid);
-        if (f == slot_start ? clock_.due(f) <= now : grid && t->deadline <= early) {
-            ready_.push(t);
+        SlotPosition pos = SlotPosition::of(t);
+        uint64_t f = clock_.fire_tick(t->deadline, pos);
+        if (f == slot_start ? clock_.due(f) <= now : pos.grid_exponent() && t->deadline <= early) {
+            due_.push(t);
         } else {
-            place(t, f, grid, t->link[2] & kOrderBits);
+            place(t, f, pos.grid(), pos.order());
             ++cascaded_;
         }
         t = n;
     }
 }
 
-inline void HWheel::collect_passed(unsigned slot, uint64_t slot_start, uint64_t now) noexcept {
-    tl_timer *t = take_slot(0, slot);
+[[gnu::noinline]] void HWheel::collect_passed(unsigned slot, uint64_t slot_start,
+                                              uint64_t now) noexcept {
+    tl_timer *t = levels_.take(0, slot);
     cur_ = slot_start;
     while (t) {
         tl_timer *n = next_of(t);
+        SlotPosition pos = SlotPosition::of(t);
         if (t->deadline <= now)
-            ready_.push(t);
+            due_.push(t);
         else /* back here: f == slot_start, never lazy */
-            place(t, slot_start, t->link[2] & kGridMask, t->link[2] & kOrderBits);
+            place(t, slot_start, pos.grid(), pos.order());
         t = n;
     }
 }
 
 const char *HWheel::check() const noexcept {
     size_t seen = 0;
-    if (const char *broken = ready_.check(clock_, cur_, now_, seen, count_, "hwheel"))
+    if (const char *broken = due_.check(clock_, cur_, log_.now(), seen, count_, "hwheel"))
         return broken;
     uint64_t levels = 0;
     for (unsigned level = 0; level < kLevels; ++level) {
         for (unsigned slot = 0; slot < kSlots; ++slot) {
-            const tl_timer *head = slots_[level][slot];
-            bool occupied = (occupied_[level] >> slot) & 1;
-            if (occupied != (head != nullptr))
-                return check_failed("hwheel: occupancy bit of slot %u/%u is %d, slot %s", level,
-                                    slot, occupied, head ? "non-empty" : "empty");
-            if (!head) continue;
-            levels |= bit(level);
-            if (level == kLevels - 1 && slot >= (kSlots >> (kLevels * kSlotBits - 64)))
-                return check_failed("hwheel: top-level slot %u beyond 64 bits", slot);
-            uint64_t slot_start = start(level, slot);
-            if (level == 0 ? slot_start < cur_ : slot_start <= cur_)
-                return check_failed("hwheel: slot %u/%u starts at %llu, not after cur %llu", level,
-                                    slot, (unsigned long long)slot_start, (unsigned long long)cur_);
-            uint64_t min = slot_min_[level][slot];
-            uint64_t last_tick = slot_start + (span(level) - 1);
-            if (min < clock_.first_ns(slot_start) || min > clock_.time_of(last_tick))
-                return check_failed("hwheel: slot %u/%u minimum %llu outside its ticks", level,
-                                    slot, (unsigned long long)min);
-            const tl_timer *t = head;
-            do {
-                if (++seen > count_)
-                    return check_failed("hwheel: more timers linked than count %zu", count_);
-                if (prev_of(next_of(t)) != t || next_of(prev_of(t)) != t)
-                    return check_failed("hwheel: broken links in slot %u/%u", level, slot);
-                if (id_of(t) != level * kSlots + slot)
-                    return check_failed("hwheel: timer in slot %u/%u records slot id %u", level,
-                                        slot, id_of(t));
-                uint64_t e = clock_.fire_tick(t);
-                if (!(t->link[2] & kLazy)) {
-                    unsigned want_level = level_of(cur_, e);
-                    unsigned want_slot = unsigned(e >> (kSlotBits * want_level)) & (kSlots - 1);
-                    if (e < cur_ || want_level != level || want_slot != slot)
-                        return check_failed("hwheel: timer with fire tick %llu in slot %u/%u, "
-                                            "belongs in %u/%u (cur %llu)",
-                                            (unsigned long long)e, level, slot, want_level,
-                                            want_slot, (unsigned long long)cur_);
-                } else if (level == 0 || e < slot_start || e - slot_start < span(level)) {
-                    return check_failed("hwheel: lazy mark on a timer with fire tick %llu in "
-                                        "slot %u/%u that needs none",
-                                        (unsigned long long)e, level, slot);
-                }
-                uint64_t due = clock_.due(e);
-                if (min > due)
-                    return check_failed("hwheel: slot %u/%u minimum %llu above due time %llu",
-                                        level, slot, (unsigned long long)min,
-                                        (unsigned long long)due);
-                t = next_of(t);
-            } while (t != head);
+            if (const char *broken = check_slot(level, slot, seen)) return broken;
+            if (levels_.at(level).head(slot)) levels |= bit(level);
         }
     }
-    if (unsorted0_ & ~occupied_[0])
+    uint64_t unsorted = levels_.unsorted0() & ~levels_.occupied(0);
+    if (unsorted)
         return check_failed("hwheel: empty level-0 slots marked unsorted: %#llx",
-                            (unsigned long long)(unsorted0_ & ~occupied_[0]));
-    if (levels != levels_)
+                            (unsigned long long)unsorted);
+    if (levels != levels_.summary())
         return check_failed("hwheel: level summary %#llx, occupied levels %#llx",
-                            (unsigned long long)levels_, (unsigned long long)levels);
+                            (unsigned long long)levels_.summary(), (unsigned long long)levels);
     if (seen != count_) return check_failed("hwheel: %zu timers linked, count %zu", seen, count_);
+    return nullptr;
+}
+
+/* One slot's part of the walker: bit, start, minimum, links, positions. */
+const char *HWheel::check_slot(unsigned level, unsigned slot, size_t &seen) const noexcept {
+    const Level &lv = levels_.at(level);
+    const tl_timer *head = lv.head(slot);
+    bool occupied = (levels_.occupied(level) >> slot) & 1;
+    if (occupied != (head != nullptr))
+        return check_failed("hwheel: occupancy bit of slot %u/%u is %d, slot %s", level, slot,
+                            occupied, head ? "non-empty" : "empty");
+    if (!head) return nullptr;
+    if (level == kLevels - 1 && slot >= (kSlots >> (kLevels * kSlotBits - 64)))
+        return check_failed("hwheel: top-level slot %u beyond 64 bits", slot);
+    uint64_t slot_start = start(level, slot);
+    if (level == 0 ? slot_start < cur_ : slot_start <= cur_)
+        return check_failed("hwheel: slot %u/%u starts at %llu, not after cur %llu", level, slot,
+                            (unsigned long long)slot_start, (unsigned long long)cur_);
+    uint64_t min = lv.min(slot);
+    uint64_t last_tick = slot_start + (level_span(level) - 1);
+    if (min < clock_.first_ns(slot_start) || min > clock_.time_of(last_tick))
+        return check_failed("hwheel: slot %u/%u minimum %llu outside its ticks", level, slot,
+                            (unsigned long long)min);
+    const tl_timer *t = head;
+    do {
+        SlotPosition pos = SlotPosition::of(t);
+        if (++seen > count_)
+            return check_failed("hwheel: more timers linked than count %zu", count_);
+        if (prev_of(next_of(t)) != t || next_of(prev_of(t)) != t)
+            return check_failed("hwheel: broken links in slot %u/%u", level, slot);
+        if (pos.slot() != slot_id(level, slot))
+            return check_failed("hwheel: timer in slot %u/%u records slot id %u", level, slot,
+                                unsigned(pos.slot()));
+        uint64_t e = clock_.fire_tick(t);
+        if (!pos.lazy()) {
+            unsigned want_level = level_of(cur_, e);
+            unsigned want_slot = slot_in(want_level, e);
+            if (e < cur_ || want_level != level || want_slot != slot)
+                return check_failed("hwheel: timer with fire tick %llu in slot %u/%u, "
+                                    "belongs in %u/%u (cur %llu)",
+                                    (unsigned long long)e, level, slot, want_level, want_slot,
+                                    (unsigned long long)cur_);
+        } else if (level == 0 || e < slot_start || e - slot_start < level_span(level)) {
+            return check_failed("hwheel: lazy mark on a timer with fire tick %llu in "
+                                "slot %u/%u that needs none",
+                                (unsigned long long)e, level, slot);
+        }
+        if (min > clock_.due(e))
+            return check_failed("hwheel: slot %u/%u minimum %llu above due time %llu", level, slot,
+                                (unsigned long long)min, (unsigned long long)clock_.due(e));
+        t = next_of(t);
+    } while (t != head);
     return nullptr;
 }
 

@@ -44,6 +44,89 @@ inline uintptr_t position_of(const tl_timer *t) noexcept {
     return t->link[2];
 }
 
+/* The words by name, for owners that keep an index in a list word (the
+   window heaps: window_heaps.h). */
+enum NodeWord : unsigned { kNextWord = 0, kPrevWord = 1, kPositionWord = 2 };
+
+/* The position word of a timer inside a wheel (wheel.cc, hwheel.cc), read
+ * and built through named fields:
+ * - bits 0-23: slot, the id of the slot it is in (each wheel numbers its
+ *   slots from 0), or kDueSlot on the due list; slot ids stay below it;
+ * - bits 24-29: grid, the exponent g of its leeway grid (wheel_core.h,
+ *   "leeway"), 0 without one;
+ * - bit 30: lazy, rescheduled later and left in its slot;
+ * - bit 31: moved, placed out of start order (wheel_core.h, "order");
+ * - bits 32-63 (64-bit builds): sequence, its start sequence.
+ * moved and sequence together are its order, which a re-filing keeps. */
+class SlotPosition {
+    uintptr_t word_;
+
+    static constexpr unsigned kGridShift = 24;
+    static constexpr uintptr_t kSlotMask = (uintptr_t(1) << kGridShift) - 1;
+    static constexpr uintptr_t kGridMask = uintptr_t(63) << kGridShift;
+    static constexpr uintptr_t kLazy = uintptr_t(1) << 30;
+    static constexpr uintptr_t kMoved = uintptr_t(1) << 31;
+    static constexpr uintptr_t kOrderMask = ~(kSlotMask | kGridMask | kLazy);
+
+public:
+    static constexpr uintptr_t kDueSlot = kSlotMask;
+    /* Start sequences need the upper half of the word: on a 32-bit build
+       every sequence reads 0 and ties keep the order they were filed in. */
+    static constexpr bool kHasSequence = sizeof(uintptr_t) >= 8;
+
+    constexpr explicit SlotPosition(uintptr_t word = 0) noexcept : word_(word) {}
+    static SlotPosition of(const tl_timer *t) noexcept { return SlotPosition(position_of(t)); }
+    void store(tl_timer *t) const noexcept { position_of(t) = word_; }
+    constexpr uintptr_t word() const noexcept { return word_; }
+
+    /* A start: sequence seq, not moved, in no slot yet. */
+    static constexpr SlotPosition started(uint32_t seq) noexcept {
+        if constexpr (kHasSequence)
+            return SlotPosition(uintptr_t(seq) << (kHasSequence ? 32 : 0));
+        else
+            return SlotPosition(0);
+    }
+    /* Grid exponent g as a field of its own, to be or'ed in (grid()). */
+    static constexpr SlotPosition grid_field(unsigned g) noexcept {
+        return SlotPosition(uintptr_t(g) << kGridShift);
+    }
+
+    constexpr uintptr_t slot() const noexcept { return word_ & kSlotMask; }
+    constexpr bool on_due_list() const noexcept { return slot() == kDueSlot; }
+    constexpr unsigned grid_exponent() const noexcept {
+        return unsigned((word_ & kGridMask) >> kGridShift);
+    }
+    /* The grid field alone (0 without a grid). */
+    constexpr SlotPosition grid() const noexcept { return SlotPosition(word_ & kGridMask); }
+    constexpr bool lazy() const noexcept { return word_ & kLazy; }
+    constexpr bool moved() const noexcept { return word_ & kMoved; }
+    constexpr uint32_t sequence() const noexcept {
+        if constexpr (kHasSequence)
+            return uint32_t(uint64_t(word_) >> 32);
+        else
+            return 0;
+    }
+    /* Its order (moved mark and sequence) alone, which a re-filing keeps. */
+    constexpr SlotPosition order() const noexcept { return SlotPosition(word_ & kOrderMask); }
+    /* The slot id, or a value above every slot id when on a grid: one compare
+       with a slot id tells "in that slot, no grid" (above_slots()). */
+    constexpr uintptr_t slot_unless_grid() const noexcept {
+        return word_ & (kSlotMask | kGridMask);
+    }
+    static constexpr bool above_slots(uintptr_t slot_unless_grid) noexcept {
+        return slot_unless_grid > kDueSlot;
+    }
+
+    constexpr SlotPosition in_slot(uintptr_t s) const noexcept { return SlotPosition(word_ | s); }
+    constexpr SlotPosition with(SlotPosition field) const noexcept {
+        return SlotPosition(word_ | field.word_);
+    }
+    constexpr SlotPosition with_lazy(bool lazy = true) const noexcept {
+        return SlotPosition(word_ | (lazy ? kLazy : 0));
+    }
+    constexpr SlotPosition with_moved() const noexcept { return SlotPosition(word_ | kMoved); }
+};
+
 /* A NULL-terminated FIFO of timers with O(1) append and unlink. */
 struct TimerList {
     tl_timer *head = nullptr, *tail = nullptr;

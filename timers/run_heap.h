@@ -41,7 +41,7 @@ namespace tl::detail {
 template <unsigned D, size_t Root>
 class RunHeap {
 public:
-    using Array = HeapArray<D, Root, 2, true>;
+    using Array = HeapArray<D, Root, kPositionWord, true>;
     using Entry = HeapEntry;
     /* 256 slots (4 KiB): a few dozen deadlines in use at once rarely share
        one. A power of two, so the slot is the hash's top bits. */
@@ -86,7 +86,9 @@ public:
     }
 
     /* Pre: t inside, t->deadline its run's. Post: t out of its run; the run's
-       entry gone if t was alone, else at the run's (possibly new) head. */
+       entry gone if t was alone, else at the run's (possibly new) head.
+       Cancel: a cancel's hole (heap_array.h, remove_any), not a relink's. */
+    template <bool Cancel = true>
     TL_HEAP_INLINE void remove(tl_timer *t) noexcept {
         tl_timer *next = next_of(t);
         size_t idx = position_of(t);
@@ -96,7 +98,10 @@ public:
                 return;
             }
             tail_leaves(t, nullptr);
-            h0_.remove_at(idx);
+            if constexpr (Cancel)
+                h0_.remove_any(idx);
+            else
+                h0_.remove_at(idx);
             return;
         }
         tl_timer *prev = prev_of(t);
@@ -185,7 +190,7 @@ private:
     /* reschedule's other cases, out of line: t leaves its run (or its run's
        entry) and joins or creates one. */
     [[gnu::noinline]] void relink(tl_timer *t, uint64_t deadline) noexcept {
-        remove(t);
+        remove<false>(t);
         t->deadline = deadline;
         push(t);
     }

@@ -1,7 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The parts both timing wheels (wheel.cc, hwheel.cc) share, under one
- * vocabulary:
+ * vocabulary.
+ *
+ * What both keep, driven only by the now values they are given:
+ * pop_expired(now) returns every timer whose fire tick is <= floor(now /
+ * tick_ns) (at now == UINT64_MAX, when every deadline has passed, all of
+ * them): a tick's timers come out together once the tick has passed, and
+ * next_expiry() is the instant of the first tick that holds one, so the loop
+ * wakes at most once per such tick. A timer filed (inserted or rescheduled)
+ * with a deadline at or before the last now given is overdue: the next pop
+ * hands it out with the timers of its tick whose deadlines have passed too
+ * (the tick in progress is visited early), so a deadline already in the past
+ * fires in the loop's next iteration and ties keep their order; timers whose
+ * deadlines pass while they are inside wait for their tick's end. Each wheel
+ * keeps its own position cur, at most one tick past the last now it was
+ * given.
+ *
  * - tick:      tick_ns of time; the wheels count time in ticks.
  * - fire tick: e = ceil(deadline / tick), the first tick boundary at or
  *              after a deadline; a timer is handed out once now's tick
@@ -12,18 +27,19 @@
  * - slot:      a circular list of timers (node.h) plus a lower bound of
  *              their deadlines (slot_min); an occupancy bitmap has one bit
  *              per slot, scanned with ctz.
- * - ready:     the list of timers already found due and not yet returned
+ * - due list:  the list of timers already found due and not yet returned
  *              (also those inserted with a fire tick behind cur), in the
  *              order they were filed; sorted by (deadline, start sequence)
  *              before the first pop when a timer in it was placed out of
- *              start order (see "order" below).
+ *              start order (see "order" below). Not the loop's ready list,
+ *              which holds the timers a wheel has handed out.
  * - lazy:      a timer rescheduled later and left in its old slot; the walk
  *              of that slot (due no later than the old deadline) re-files it.
  * - order:     slots are FIFO lists, so timers filed by insert or by a move
  *              sit in start order. Every start and restart takes the next
- *              start sequence (link[2], 64-bit builds). A timer placed any
+ *              start sequence (its position word, 64-bit builds). A timer placed any
  *              other way (rescheduled in place, lazy, re-filed by a walk or a
- *              cascade, inserted behind cur) is marked kMoved, and the batch
+ *              cascade, inserted behind cur) is marked moved, and the batch
  *              it is handed out in is sorted by (deadline, sequence) first:
  *              equal deadlines fire in start order, a restart counting as a
  *              start, and a batch that holds only FIFO timers is not sorted.
@@ -39,7 +55,7 @@
  *              same tick do). On hwheel a grid of 64^L ticks or more makes f
  *              the start of its level-L slot: the timer is handed out from
  *              that level and never cascaded (the Linux wheel's idea). g
- *              lives in the timer (link[2]) because the loop may change the
+ *              lives in the timer (its position word) because the loop may change the
  *              leeway while the timer is inside; a leeway under two ticks
  *              gives g = 0 and f = e: the tick itself, which honours any
  *              leeway of a tick or more, and a leeway below a tick whenever
@@ -54,9 +70,10 @@
  *              next_expiry() is a tick instant, not a deadline.
  *
  * The shared code below: TickClock (tick arithmetic without a divide, fire
- * ticks with the grid, due times), the bitmap helpers, the link[2] layout,
- * and ReadyList (the ready list, its minimum and its walker); node.h has
- * the lists themselves.
+ * ticks with the grid, due times), StartLog (start sequences and the
+ * overdue mark), the bitmap helpers and DueList (the due list, its minimum
+ * and its walker); node.h has the lists themselves and SlotPosition, the
+ * position word's fields.
  *
  * Defaults, used when the loop options leave tick_ns / wheel_slots at 0:
  * - kDefaultTickNs = 1 ms: the granularity people expect of I/O timeouts
@@ -80,39 +97,8 @@ namespace tl::detail {
 inline constexpr uint64_t kDefaultTickNs = 1000000;
 inline constexpr uint32_t kDefaultWheelSlots = 4096;
 
-/* link[2] of a timer inside a wheel:
- * - bits 0-23: the id of the slot it is in (each wheel numbers its slots from
- *   0), or kReady in the ready list; slot ids stay below kReady;
- * - bits 24-29: its grid exponent g (see "leeway" above), set at insert and
- *   reschedule from the leeway then in the flags;
- * - bit 30: kLazy when it was rescheduled later and left in place;
- * - bit 31: kMoved when it was placed out of start order (see "order");
- * - bits 32-63 (64-bit builds): its start sequence. */
-inline constexpr unsigned kGridShift = 24;
-inline constexpr uintptr_t kReady = (uintptr_t(1) << kGridShift) - 1;
-inline constexpr uintptr_t kGridMask = uintptr_t(63) << kGridShift;
-inline constexpr uintptr_t kLazy = uintptr_t(1) << 30;
-inline constexpr uintptr_t kMoved = uintptr_t(1) << 31;
-/* The bits a re-filing keeps: the moved mark and the start sequence. */
-inline constexpr uintptr_t kOrderBits = ~(kReady | kGridMask | kLazy);
-inline constexpr uintptr_t slot_id(const tl_timer *t) noexcept {
-    return t->link[2] & kReady;
-}
-
-/* Start sequences, in the upper half of link[2] where it has one (on a 32-bit
- * build every sequence reads 0 and ties keep the order they were filed in). */
-inline constexpr bool kHasSequence = sizeof(uintptr_t) >= 8;
-inline constexpr uintptr_t sequence_bits(uint32_t seq) noexcept {
-    if constexpr (kHasSequence)
-        return uintptr_t(seq) << (kHasSequence ? 32 : 0);
-    else
-        return 0;
-}
-inline constexpr uint32_t sequence_of(const tl_timer *t) noexcept {
-    if constexpr (kHasSequence)
-        return uint32_t(uint64_t(t->link[2]) >> 32);
-    else
-        return 0;
+inline uint32_t sequence_of(const tl_timer *t) noexcept {
+    return SlotPosition::of(t).sequence();
 }
 /* The order a batch is handed out in: deadline, then start sequence (compared
  * modulo 2^32, right for timers started within 2^31 starts of each other). */
@@ -181,33 +167,28 @@ public:
         return k - 1 > max_first_tick_ ? UINT64_MAX : (k - 1) * tick_ + 1;
     }
 
-    /* The grid bits (already at kGridShift) for a timer with t's leeway that
-       is given this deadline: 0 without leeway (one test on the hot path). */
-    uintptr_t grid_for(const tl_timer *t, uint64_t deadline) const noexcept {
-        if (!(t->flags & kLeewayMask)) return 0;
-        return grid_of(timer_leeway(t), deadline);
-    }
-
-    /* g = floor(log2(leeway in whole ticks)), 0 under two ticks; the leeway
-       is clipped at UINT64_MAX - deadline, so that f * tick never wraps. */
-    [[gnu::noinline]] uintptr_t grid_of(uint64_t leeway, uint64_t deadline) const noexcept {
+    /* The grid (SlotPosition's grid field) of a timer with leeway that is
+       given deadline: g = floor(log2(leeway in whole ticks)), 0 under two
+       ticks; the leeway is clipped at UINT64_MAX - deadline, so that f * tick
+       never wraps. */
+    [[gnu::noinline]] SlotPosition grid_of(uint64_t leeway, uint64_t deadline) const noexcept {
         if (leeway > UINT64_MAX - deadline) leeway = UINT64_MAX - deadline;
         uint64_t r;
         uint64_t ticks = floor(leeway, r);
-        if (ticks < 2) return 0;
-        return uintptr_t(63 - __builtin_clzll(ticks)) << kGridShift;
+        if (ticks < 2) return SlotPosition();
+        return SlotPosition::grid_field(unsigned(63 - __builtin_clzll(ticks)));
     }
 
-    /* The fire tick of deadline on the grid in link2 (a timer's link[2], or
-       its grid bits alone). */
-    uint64_t fire_tick(uint64_t deadline, uintptr_t link2) const noexcept {
+    /* The fire tick of deadline on the grid of pos (a timer's position, or
+       a grid field alone). */
+    uint64_t fire_tick(uint64_t deadline, SlotPosition pos) const noexcept {
         uint64_t e = fire_tick(deadline);
-        uint64_t mask = (uint64_t(1) << ((link2 & kGridMask) >> kGridShift)) - 1;
+        uint64_t mask = (uint64_t(1) << pos.grid_exponent()) - 1;
         return (e + mask) & ~mask;
     }
     /* A timer's fire tick, from its deadline and its recorded grid. */
     uint64_t fire_tick(const tl_timer *t) const noexcept {
-        return fire_tick(t->deadline, t->link[2]);
+        return fire_tick(t->deadline, SlotPosition::of(t));
     }
 
     /* When a timer with fire tick f (from fire_tick above) is due: the
@@ -216,75 +197,71 @@ public:
     uint64_t due(uint64_t f) const noexcept { return time_of(f); }
 };
 
-/* The wheels' insert and reschedule paths up to the grid, shared (CRTP): a
- * timer without leeway takes the inlined path on grid 0, one flags test more
- * than before leeway existed; one with leeway goes out of line to derive its
- * grid. W provides clock_ (TickClock), StartLog, place(t, e, grid, order)
- * (Pre: t in no list, e its fire tick on grid; t gets the order bits order)
- * and reschedule_to(t, deadline, e, grid), and befriends this class. */
-template <class W>
-class GridEntry {
-    W &wheel() noexcept { return static_cast<W &>(*this); }
-
-    [[gnu::noinline]] void file_on_grid(tl_timer *t) noexcept {
-        uintptr_t grid = wheel().clock_.grid_for(t, t->deadline);
-        wheel().file(t, wheel().clock_.fire_tick(t->deadline, grid), grid);
-    }
-    [[gnu::noinline]] void reschedule_on_grid(tl_timer *t, uint64_t deadline) noexcept {
-        uintptr_t grid = wheel().clock_.grid_for(t, deadline);
-        wheel().reschedule_to(t, deadline, wheel().clock_.fire_tick(deadline, grid), grid);
-    }
-
-protected:
-    /* Pre: t in no list, e = its fire tick on grid (its grid bits). Post: t
-       started (a new start sequence) and placed there; noted if overdue.
-       Does not touch count. */
-    void file(tl_timer *t, uint64_t e, uintptr_t grid) noexcept {
-        wheel().filed_at(t->deadline);
-        wheel().place(t, e, grid, wheel().started());
-    }
-
-    /* Pre: t in no list, t->deadline set. Post: filed at the fire tick of its
-       deadline on the grid of its leeway now. */
-    void file_new(tl_timer *t) noexcept {
-        if (t->flags & kLeewayMask) [[unlikely]]
-            file_on_grid(t);
-        else
-            wheel().file(t, wheel().clock_.fire_tick(t->deadline), 0);
-    }
-
-public:
-    /* The backend's reschedule: the grid of the leeway now (0 without one;
-       the old grid is the wheel's to handle, in reschedule_to). */
-    void reschedule(tl_timer *t, uint64_t deadline) noexcept {
-        if (t->flags & kLeewayMask) [[unlikely]]
-            reschedule_on_grid(t, deadline);
-        else
-            wheel().reschedule_to(t, deadline, wheel().clock_.fire_tick(deadline), 0);
-    }
-};
-
-/* What both wheels keep of the starts and nows they are given: the last
- * start sequence, the last now (create, pop_expired), and the least deadline
- * at or before it filed since the last pop (the next pop hands such a timer
- * out with the passed timers of its tick). */
+/* What a wheel keeps of the starts and nows it is given: the last start
+ * sequence, the last now (create, pop_expired), and the least deadline at or
+ * before it filed since the last pop (the next pop hands such a timer out
+ * with the passed timers of its tick). */
 class StartLog {
-protected:
     uint32_t seq_ = 0;
     uint64_t now_;
     /* mutable: next_expiry drops a note the next pop would not act on */
     mutable uint64_t overdue_ = UINT64_MAX;
 
+public:
     explicit StartLog(uint64_t now) noexcept : now_(now) {}
 
     /* A start: the next start sequence, not moved. */
-    uintptr_t started() noexcept { return sequence_bits(++seq_); }
+    SlotPosition started() noexcept { return SlotPosition::started(++seq_); }
     /* A timer is filed with this deadline: noted if it has already passed. */
     void filed_at(uint64_t deadline) noexcept {
         if (deadline <= now_) [[unlikely]]
             if (deadline < overdue_) overdue_ = deadline;
     }
+    /* A pop at now begins. */
+    void popping(uint64_t now) noexcept { now_ = now; }
+    uint64_t now() const noexcept { return now_; }
+    /* The least deadline filed overdue since the last pop; UINT64_MAX: none. */
+    uint64_t overdue() const noexcept { return overdue_; }
+    void clear_overdue() noexcept { overdue_ = UINT64_MAX; }
+    /* next_expiry found that the next pop would not act on the note. */
+    void drop_overdue() const noexcept { overdue_ = UINT64_MAX; }
 };
+
+/* The wheels' insert and reschedule up to the grid, over W's public
+ * clock(), file(t, e, grid) (Pre: t in no list, e its fire tick on grid;
+ * post: started and placed) and reschedule_to(t, deadline, e, grid): a timer
+ * without leeway takes the inlined path on grid 0, one flags test; one with
+ * leeway goes out of line to derive its grid, so that the path without one
+ * saves no registers. */
+template <class W>
+[[gnu::noinline]] void file_on_grid(W &w, tl_timer *t) noexcept {
+    SlotPosition grid = w.clock().grid_of(timer_leeway(t), t->deadline);
+    w.file(t, w.clock().fire_tick(t->deadline, grid), grid);
+}
+/* Pre: t in no list, t->deadline set. Post: filed at the fire tick of its
+   deadline on the grid of its leeway now. */
+template <class W>
+inline void file_new(W &w, tl_timer *t) noexcept {
+    if (t->flags & kLeewayMask) [[unlikely]]
+        file_on_grid(w, t);
+    else
+        w.file(t, w.clock().fire_tick(t->deadline), SlotPosition());
+}
+template <class W>
+[[gnu::noinline]] void reschedule_on_grid(W &w, tl_timer *t, uint64_t deadline) noexcept {
+    SlotPosition grid = w.clock().grid_of(timer_leeway(t), deadline);
+    w.reschedule_to(t, deadline, w.clock().fire_tick(deadline, grid), grid);
+}
+/* A backend's reschedule: the grid of the leeway now (0 without one; the
+   old grid is the wheel's to handle, in reschedule_to). */
+template <class W>
+[[gnu::always_inline]] inline void reschedule_on_grid_of_leeway(W &w, tl_timer *t,
+                                                                uint64_t deadline) noexcept {
+    if (t->flags & kLeewayMask) [[unlikely]]
+        reschedule_on_grid(w, t, deadline);
+    else
+        w.reschedule_to(t, deadline, w.clock().fire_tick(deadline), SlotPosition());
+}
 
 /* Occupancy bitmaps: one bit per slot in 64-bit words, scanned with ctz. */
 inline void bit_set(uint64_t *bits, size_t s) noexcept {
@@ -297,22 +274,23 @@ inline bool bit_test(const uint64_t *bits, size_t s) noexcept {
     return (bits[s >> 6] >> (s & 63)) & 1;
 }
 
-/* The ready list: timers found due and not yet returned, popped from the
+/* The due list: timers found due and not yet returned, popped from the
  * head, in the order they were pushed unless one of them was placed out of
- * start order (kMoved): then the list is sorted by fires_before() before the
+ * start order (moved): then the list is sorted by fires_before() before the
  * next pop. `min` is a lower bound of the deadlines in it. */
-struct ReadyList {
+struct DueList {
     tl_timer *head = nullptr;
     uint64_t min = 0;      /* ns; meaningful while head */
-    bool unsorted = false; /* a kMoved timer was pushed since the last sort */
+    bool unsorted = false; /* a moved timer was pushed since the last sort */
 
-    /* Appends t. Its slot id becomes kReady (its grid no longer matters: a
-       reschedule moves it and derives a new one); its order bits stay. */
+    /* Appends t. Its slot becomes kDueSlot (its grid no longer matters: a
+       reschedule moves it and derives a new one); its order stays. */
     void push(tl_timer *t) noexcept {
+        SlotPosition pos = SlotPosition::of(t);
         if (!head || t->deadline < min) min = t->deadline;
-        if (t->link[2] & kMoved) unsorted = true;
+        if (pos.moved()) unsorted = true;
         list_push(head, t, false);
-        t->link[2] = (t->link[2] & kOrderBits) | kReady;
+        pos.order().in_slot(SlotPosition::kDueSlot).store(t);
     }
     tl_timer *pop() noexcept {
         if (unsorted) {
@@ -325,39 +303,41 @@ struct ReadyList {
     }
     void unlink(tl_timer *t) noexcept { list_unlink(head, t); }
 
-    /* The walker's part: links, ids, minimum, order; counts into seen, at
+    /* The walker's part: links, slots, minimum, order; counts into seen, at
        most limit. NULL or the first broken invariant. due_by: every fire
        tick <= it, except for timers with a deadline <= passed (taken early
        on a grid). */
     const char *check(const TickClock &clock, uint64_t due_by, uint64_t passed, size_t &seen,
-                      size_t limit, const char *who) const noexcept {
-        if (!head) return nullptr;
-        const tl_timer *t = head;
-        do {
-            if (++seen > limit)
-                return check_failed("%s: more timers linked than count %zu", who, limit);
-            if (prev_of(next_of(t)) != t || next_of(prev_of(t)) != t)
-                return check_failed("%s: broken links in the ready list", who);
-            if ((t->link[2] & ~kOrderBits) != kReady)
-                return check_failed("%s: ready timer records slot %#llx", who,
-                                    (unsigned long long)t->link[2]);
-            uint64_t e = clock.fire_tick(t->deadline);
-            if (e > due_by && t->deadline > passed)
-                return check_failed("%s: ready timer with fire tick %llu after cur %llu", who,
-                                    (unsigned long long)e, (unsigned long long)due_by);
-            if (min > t->deadline)
-                return check_failed("%s: ready minimum %llu above deadline %llu", who,
-                                    (unsigned long long)min, (unsigned long long)t->deadline);
-            if (!unsorted && next_of(t) != head && !(t->link[2] & kMoved) &&
-                !(next_of(t)->link[2] & kMoved) && t->deadline == next_of(t)->deadline &&
-                !fires_before(t, next_of(t)))
-                return check_failed("%s: equal deadlines out of start order in the ready list",
-                                    who);
-            t = next_of(t);
-        } while (t != head);
-        return nullptr;
-    }
+                      size_t limit, const char *who) const noexcept;
 };
+
+inline const char *DueList::check(const TickClock &clock, uint64_t due_by, uint64_t passed,
+                                  size_t &seen, size_t limit, const char *who) const noexcept {
+    if (!head) return nullptr;
+    const tl_timer *t = head;
+    do {
+        SlotPosition pos = SlotPosition::of(t), next = SlotPosition::of(next_of(t));
+        if (++seen > limit)
+            return check_failed("%s: more timers linked than count %zu", who, limit);
+        if (prev_of(next_of(t)) != t || next_of(prev_of(t)) != t)
+            return check_failed("%s: broken links in the due list", who);
+        if (pos.slot_unless_grid() != SlotPosition::kDueSlot || pos.lazy())
+            return check_failed("%s: due timer records position %#llx", who,
+                                (unsigned long long)pos.word());
+        uint64_t e = clock.fire_tick(t->deadline);
+        if (e > due_by && t->deadline > passed)
+            return check_failed("%s: due timer with fire tick %llu after cur %llu", who,
+                                (unsigned long long)e, (unsigned long long)due_by);
+        if (min > t->deadline)
+            return check_failed("%s: due minimum %llu above deadline %llu", who,
+                                (unsigned long long)min, (unsigned long long)t->deadline);
+        if (!unsorted && next_of(t) != head && !pos.moved() && !next.moved() &&
+            t->deadline == next_of(t)->deadline && !fires_before(t, next_of(t)))
+            return check_failed("%s: equal deadlines out of start order in the due list", who);
+        t = next_of(t);
+    } while (t != head);
+    return nullptr;
+}
 
 } // namespace tl::detail
 

@@ -11,8 +11,9 @@
  *
  * What holds (check() walks it):
  * - Node (node.h; a window timer is on no list, so it uses the list words
- *   for itself): position = index in H1 | kWindowTag (which tells a window
- *   timer from a run heap's in O(1)); next = index in L; prev = seq.
+ *   for itself, each by name): position = index in H1 | kWindowTag (which
+ *   tells a window timer from a run heap's in O(1)); next = index in L
+ *   (kLatestIndexWord); prev = seq (seq_of, heap_array.h).
  * - H1's key is the timer's deadline, L's at least that; |H1| == |L|.
  * - Memory follows the timers with own leeway, not the run heap: both
  *   arrays hold at most max(kInitialCapacity, 2 * (Root + peak_)) entries,
@@ -32,8 +33,11 @@ class WindowHeaps {
 public:
     static constexpr uintptr_t kWindowTag = uintptr_t(1) << (sizeof(uintptr_t) * 8 - 1);
     static_assert(sizeof(uintptr_t) == 8, "64-bit Linux: indices never reach bit 63");
-    using ByDeadline = HeapArray<D, Root, 2, true, kWindowTag>; /* H1 */
-    using ByLatest = HeapArray<D, Root, 0, false>;              /* L  */
+    /* A window timer is on no list: L's index takes the next word, the seq
+       the prev word (seq_of). */
+    static constexpr NodeWord kLatestIndexWord = kNextWord;
+    using ByDeadline = HeapArray<D, Root, kPositionWord, true, kWindowTag>; /* H1 */
+    using ByLatest = HeapArray<D, Root, kLatestIndexWord, false>;           /* L  */
     using Entry = HeapEntry;
 
     static bool holds(const tl_timer *t) noexcept { return position_of(t) & kWindowTag; }
@@ -45,11 +49,10 @@ public:
     /* The least deadline + leeway; UINT64_MAX when empty. */
     uint64_t latest() const noexcept { return l_.size_ ? l_.root().key : UINT64_MAX; }
 
-    /* Room for one more timer, growing if needed. 0 or -ENOMEM. */
-    int make_room() noexcept { return grow(h1_.size_ + 1); }
-    /* Room for n more timers than are inside. 0 or -ENOMEM. */
-    int reserve_ahead(size_t n) noexcept {
-        int r = grow(h1_.size_ + n);
+    /* Room for n more timers than are inside, growing if needed. 0 or
+       -ENOMEM. */
+    int reserve_more(size_t n) noexcept {
+        int r = reserve(h1_.size_ + n);
         if (r == 0 && h1_.size_ + n > peak_) peak_ = h1_.size_ + n;
         return r;
     }
@@ -90,7 +93,8 @@ private:
     ByLatest l_;
     size_t peak_ = 0; /* the most timers held or reserved for at once */
 
-    int grow(size_t timers) noexcept {
+    /* Room for timers in all, in both arrays. */
+    int reserve(size_t timers) noexcept {
         if (int r = h1_.reserve(timers)) return r;
         return l_.reserve(timers);
     }

@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The levels of the hierarchical wheel (hwheel.cc), held by it as a member:
+ * - the arithmetic of a level, named as the kernel's timer.c names it
+ *   (LVL_SHIFT, LVL_GRAN, LVL_MASK): level_shift, level_span, slot_in, and
+ *   level_of, the level at which a fire tick files for a position cur;
+ * - Level, one level as tokio's level.rs has it: kSlots circular lists
+ *   (node.h), each with a lower bound of its due times (its minimum);
+ * - Levels: kLevels of them and their occupancy words, one bit per slot,
+ *   set exactly for the non-empty ones (kept beside the levels, not in them,
+ *   so that a slot id is one scaled index into the slots), the summary word
+ *   with bit L set iff level L has an occupied slot, and the unsorted marks
+ *   of level 0, the slots that hold a timer placed out of start order since
+ *   they were last sorted (only occupied ones). The earliest slot is two ctz
+ *   away.
+ */
+#ifndef TICKLOOP_TIMERS_HWHEEL_LEVELS_H
+#define TICKLOOP_TIMERS_HWHEEL_LEVELS_H
+
+#include "wheel_core.h"
+
+namespace tl::detail {
+
+/* Six bits per level: one 64-bit occupancy word per level, so finding the
+ * next slot is one ctz. Fewer bits means more levels (more cascades); more
+ * would need several words per level. */
+inline constexpr unsigned kSlotBits = 6;
+inline constexpr unsigned kSlots = 1u << kSlotBits;
+inline constexpr unsigned kSlotMask = kSlots - 1;
+/* Enough levels for any 64-bit tick: eleven, the top one using 4 of its 6
+ * bits. No overflow list and no maximum timeout. */
+inline constexpr unsigned kLevels = (64 + kSlotBits - 1) / kSlotBits;
+static_assert(kLevels <= 64, "the summary word has one bit per level");
+static_assert(kLevels * kSlots < SlotPosition::kDueSlot, "slot ids stay below kDueSlot");
+
+constexpr uint64_t bit(unsigned i) noexcept {
+    return uint64_t(1) << i;
+}
+/* The tick bits below a level's slot digit (LVL_SHIFT). */
+constexpr unsigned level_shift(unsigned level) noexcept {
+    return kSlotBits * level;
+}
+/* The ticks one slot of a level spans (LVL_GRAN). */
+constexpr uint64_t level_span(unsigned level) noexcept {
+    return uint64_t(1) << level_shift(level);
+}
+/* The slot of tick e at a level (its digit there, LVL_MASK). */
+constexpr unsigned slot_in(unsigned level, uint64_t e) noexcept {
+    return unsigned(e >> level_shift(level)) & kSlotMask;
+}
+/* The level at which tick e files when the wheel is at cur: the six-bit
+   group of the highest bit in which they differ. */
+inline unsigned level_of(uint64_t cur, uint64_t e) noexcept {
+    return unsigned(63 - __builtin_clzll((cur ^ e) | kSlotMask)) / kSlotBits;
+}
+/* Slot ids, as a timer's position records them: level * kSlots + slot. */
+constexpr uintptr_t slot_id(unsigned level, unsigned slot) noexcept {
+    return uintptr_t(level * kSlots + slot);
+}
+
+class Level {
+    tl_timer *heads_[kSlots] = {};
+    uint64_t min_[kSlots]; /* ns; meaningful for occupied slots only */
+
+public:
+    const tl_timer *head(unsigned slot) const noexcept { return heads_[slot]; }
+    tl_timer *&list(unsigned slot) noexcept { return heads_[slot]; }
+    uint64_t min(unsigned slot) const noexcept { return min_[slot]; }
+    void lower_min(unsigned slot, uint64_t due) noexcept {
+        if (due < min_[slot]) min_[slot] = due;
+    }
+    /* Appends t, due at due, its minimum following. True if the slot was
+       empty. */
+    bool push(unsigned slot, tl_timer *t, uint64_t due) noexcept {
+        bool was_empty = !heads_[slot];
+        if (was_empty || due < min_[slot]) min_[slot] = due;
+        list_push(heads_[slot], t, false);
+        return was_empty;
+    }
+    /* Removes t; true if its slot emptied. */
+    bool unlink(unsigned slot, tl_timer *t) noexcept {
+        list_unlink(heads_[slot], t);
+        return !heads_[slot];
+    }
+    /* Detaches the slot's whole list as a NULL-terminated chain. */
+    tl_timer *take(unsigned slot) noexcept { return list_take(heads_[slot]); }
+};
+static_assert(sizeof(Level) == kSlots * 16, "a level's arrays stay a power of two");
+
+class Levels {
+    Level levels_[kLevels];
+    uint64_t occupied_[kLevels] = {}; /* per level, bit s: slot s holds a timer */
+    uint64_t summary_ = 0;            /* bit L: level L has an occupied slot */
+    uint64_t unsorted0_ = 0;          /* bit s: level-0 slot s holds a moved timer, unsorted */
+
+    void emptied(unsigned level, unsigned slot) noexcept {
+        occupied_[level] &= ~bit(slot);
+        if (!occupied_[level]) summary_ &= ~bit(level);
+        if (level == 0) unsorted0_ &= ~bit(slot);
+    }
+
+public:
+    const Level &at(unsigned level) const noexcept { return levels_[level]; }
+    Level &at(unsigned level) noexcept { return levels_[level]; }
+    bool any() const noexcept { return summary_; }
+    uint64_t summary() const noexcept { return summary_; }
+    uint64_t occupied(unsigned level) const noexcept { return occupied_[level]; }
+    uint64_t unsorted0() const noexcept { return unsorted0_; }
+    /* The lowest occupied level and its lowest occupied slot. Pre: any(). */
+    unsigned first_level() const noexcept { return unsigned(__builtin_ctzll(summary_)); }
+    unsigned first_slot(unsigned level) const noexcept {
+        return unsigned(__builtin_ctzll(occupied_[level]));
+    }
+
+    void push(unsigned level, unsigned slot, tl_timer *t, uint64_t due) noexcept {
+        if (levels_[level].push(slot, t, due)) {
+            occupied_[level] |= bit(slot);
+            summary_ |= bit(level);
+        }
+    }
+    void unlink(unsigned level, unsigned slot, tl_timer *t) noexcept {
+        if (levels_[level].unlink(slot, t)) emptied(level, slot);
+    }
+    tl_timer *take(unsigned level, unsigned slot) noexcept {
+        tl_timer *t = levels_[level].take(slot);
+        emptied(level, slot);
+        return t;
+    }
+    /* Level-0 slot holds a timer placed out of start order. */
+    void mark_unsorted(unsigned slot) noexcept { unsorted0_ |= bit(slot); }
+    /* Sorts level-0 slot by fires_before if it is marked unsorted. */
+    void sort_level0(unsigned slot) noexcept {
+        if (unsorted0_ & bit(slot)) [[unlikely]] {
+            list_sort(levels_[0].list(slot), fires_before);
+            unsorted0_ &= ~bit(slot);
+        }
+    }
+};
+
+} // namespace tl::detail
+
+#endif /* TICKLOOP_TIMERS_HWHEEL_LEVELS_H */
