@@ -173,6 +173,10 @@ TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts) {
     }
     /* What AUTO chose, so that tl_loop_fork re-creates the same kind. */
     loop->io_kind = loop->io->kind();
+    /* The time a first tl_timer_start counts from is the loop's as it is
+       handed out, not as it was before the I/O backend's setup (an io_uring
+       ring with its probes takes milliseconds on a loaded machine). */
+    update_time(loop);
     *out = loop;
     return 0;
 }
