@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The timer queue (timer_queue.h) and the tl_timer_* API on it: starting
- * and stopping timers in their clock's domain, the dispatch of due timers,
- * the next wake-up the loop waits for, and the rebase after a clock went
- * back.
+ * and stopping timers in their clock's domain; timer_dispatch.cc runs the
+ * due ones, computes the next wake-up and rebases a clock that went back.
  *
  * A timer is active (TIMER_ACTIVE) while it is inside its domain's backend
  * instance, or in one of the queue's two lists of timers no instance holds:
@@ -16,35 +15,14 @@
  * still active to stop it there. The flags layout is in
  * handle_flags.h.
  *
- * Dispatch is collect, then run (libuv's uv__run_timers and its ready queue,
- * Seastar's timer_set::expire), one domain after the other in tl_clock
- * order, in chunks: up to kChunk due timers are popped from the domain's
- * instance into the ready list, in the backend's order, then their
- * callbacks run from the head of that list; then the next chunk, until
- * nothing is due or max_timers_per_iteration callbacks ran. A chunk is small
- * enough that its timers are still in cache when their callbacks run (one
- * list of 8192 was not: expiry at 1e6 timers took 1.6x as long). The rules
- * of the contract hold by construction:
- * - "a timer (re)started during dispatch does not run again in the same
- *   iteration": one started with a deadline the dispatch could still pop is
- *   parked in the deferred list, out of the backend's reach, and inserted
- *   when the dispatch ends (it is the newest insertion either way, so ties
- *   keep start order); any other start is beyond its domain's dispatch
- *   time, or on a domain this dispatch does not run (decided before any
- *   callback), so no timer runs twice in one iteration whatever clock it
- *   moves to;
- * - "a timer stopped before its turn does not run": stopping or restarting a
- *   queued (or deferred) timer unlinks it, O(1);
- * - ties keep their order: chunks are popped in the backend's order, and what
- *   the cap leaves inside keeps its rank against timers started later;
- * - "a repeating timer is re-armed at now + repeat before its callback": it
- *   goes back into the backend just before its callback runs, so the callback
- *   sees it active and may stop or restart it.
- * The dispatch holds no pointer across a callback (it takes the head afresh
- * each time), so callbacks may stop, restart or free any timer they stopped.
+ * Every start goes through start(): a restart in place is the backend's
+ * reschedule; any other is move() (t active) or arm() (t inactive), whose
+ * common case is the backend's insert; both go through place(), and a stop
+ * is disarm(), which the dispatch's helpers (timer_state.h) complete.
  *
- * The one case the deferral changes: a timer started during a dispatch with a
- * due deadline is inserted at the dispatch's end, after its start returned 0.
+ * A start during a dispatch (timer_dispatch.cc says why) with a deadline
+ * the dispatch could still pop is parked in the deferred list and inserted
+ * at the dispatch's end, after its start returned 0.
  * So that this insert cannot fail, the room for it is reserved when it is
  * parked (the backend's reserve: a heap grows then, and the start returns
  * -ENOMEM if it cannot), and every insert made while timers are parked keeps
@@ -68,10 +46,8 @@
 #include <cstdio>
 
 #include "clock.h"
-#include "handle_flags.h"
 #include "lifecycle.h"
-#include "loop.h"
-#include "timer_queue.h"
+#include "timer_state.h"
 #include "timers/timers.h"
 #include "verify.h"
 
@@ -92,37 +68,18 @@ bool overdue(const TimerDomain &d, const tl_timer *t) noexcept {
     return t->deadline <= d.now;
 }
 
-/* A dispatch is running that could still pop a timer at deadline in d. */
-bool must_defer(const TimerDomain &d, uint64_t deadline) noexcept {
-    return d.dispatching && deadline <= d.dispatch_now;
-}
-
-TimerDomain &domain_of(tl_loop *loop, const tl_timer *t) noexcept {
-    return loop->timers.domain[timer_clock(t)];
-}
-
-/* Wake-up time of a domain's instance: next_wakeup, else next_expiry. */
-uint64_t wakeup_of(const tl_timer_backend *b, void *self) noexcept {
-    return b->next_wakeup ? b->next_wakeup(self) : b->next_expiry(self);
-}
-
 /* A timer without a leeway of its own takes the loop's collect interval
    (none when collect_flags is 0) when it starts while inactive or moves to
    another clock, not at a restart (the heartbeat's path stays as it was; a
    timer keeps what it was lent). The lent bits stay after it stops (so
    stopping costs nothing more); tl_timer_leeway hides them while it is
-   inactive, and lend() replaces them at the next start, since that may be
-   on another loop. One test on the start path when nothing is lent. */
-[[gnu::noinline]] void lend(const tl_loop *loop, tl_timer *t) noexcept {
+   inactive, and this replaces them at the next start, since that may be
+   on another loop. start_slow's kSlowCollect keeps it off the fast path. */
+void lend_collect_interval(const tl_loop *loop, tl_timer *t) noexcept {
     uint32_t f = t->flags;
     if (f & TIMER_LOOP_LEEWAY) f &= ~(kLeewayMask | TIMER_LOOP_LEEWAY);
     if (!(f & kLeewayMask)) f |= loop->timers.collect_flags;
     t->flags = f;
-}
-[[gnu::always_inline]] inline void lend_collect_interval(const tl_loop *loop,
-                                                         tl_timer *t) noexcept {
-    if ((t->flags & TIMER_LOOP_LEEWAY) | loop->timers.collect_flags) [[unlikely]]
-        lend(loop, t);
 }
 
 /* Before t goes into instance self or the deferred list while a dispatch
@@ -131,35 +88,35 @@ uint64_t wakeup_of(const tl_timer_backend *b, void *self) noexcept {
    back), so that the inserts at the dispatch's end cannot fail. Counting the
    timers of every clock is more than one instance needs, never less.
    0 or -ENOMEM. */
-[[gnu::noinline]] int reserve_parked(TimerQueue &q, void *self, const tl_timer *t) noexcept {
+int reserve_parked(TimerQueue &q, void *self, const tl_timer *t) noexcept {
     if (!q.backend->reserve) return 0;
     return q.backend->reserve(self, t, q.deferred.count + q.ready.count + 1);
 }
 
-/* A backend without reserve: t, due for the running dispatch, goes into d's
-   instance now (its insert's error is the start's), marked so that the
+/* A backend without reserve: t, due for the running dispatch, goes into
+   instance self now (its insert's error is the start's), marked so that the
    dispatch defers it if it pops it. */
-[[gnu::noinline]] int insert_fresh(TimerQueue &q, TimerDomain &d, tl_timer *t) noexcept {
-    int r = q.backend->insert(d.instance, t);
+int insert_fresh(TimerQueue &q, void *self, tl_timer *t) noexcept {
+    int r = q.backend->insert(self, t);
     if (r == 0)
         t->flags = (t->flags & ~TIMER_FRESH_BITS) | TIMER_FRESH |
                    (q.dispatches << TIMER_FRESH_EPOCH_SHIFT & TIMER_FRESH_EPOCH);
     return r;
 }
 
-/* Pre: t in neither an instance nor a list; its clock bits name d (whose
+/* Pre: t in neither an instance nor a list; its clock bits are c (whose
    instance exists). Puts t at deadline: in the deferred list if a dispatch
-   is running that could still pop it, else in d's instance. Returns 0 or the
+   is running that could still pop it, else in c's instance. Returns 0 or the
    backend's insert (or reserve) error. */
-[[gnu::always_inline]] inline int place(tl_loop *loop, TimerDomain &d, tl_timer *t,
-                                        uint64_t deadline) noexcept {
+int place(tl_loop *loop, unsigned c, tl_timer *t, uint64_t deadline) noexcept {
     t->deadline = deadline;
     TimerQueue &q = loop->timers;
-    const bool defer = must_defer(d, deadline);
+    void *self = q.domain[c].instance;
+    const bool defer = must_defer(q, c, deadline);
     if (defer || q.deferred.count) [[unlikely]] {
         if (!q.backend->reserve)
-            return defer ? insert_fresh(q, d, t) : q.backend->insert(d.instance, t);
-        int r = reserve_parked(q, d.instance, t);
+            return defer ? insert_fresh(q, self, t) : q.backend->insert(self, t);
+        int r = reserve_parked(q, self, t);
         if (r < 0) return r;
         if (defer) {
             q.deferred.append(t);
@@ -167,85 +124,34 @@ uint64_t wakeup_of(const tl_timer_backend *b, void *self) noexcept {
             return 0;
         }
     }
-    return q.backend->insert(d.instance, t);
+    return q.backend->insert(self, t);
+}
+
+/* Takes t (f: its flags, still active) out of where it is: the ready or the
+   deferred list, or its clock's instance. */
+inline void unlink_timer(tl_loop *loop, tl_timer *t, uint32_t f) noexcept {
+    TimerQueue &q = loop->timers;
+    if (f & (TIMER_QUEUED | TIMER_DEFERRED)) [[unlikely]]
+        (f & TIMER_QUEUED ? q.ready : q.deferred).unlink(t);
+    else
+        q.backend->remove(q.domain[(f & TIMER_CLOCK_MASK) >> TIMER_CLOCK_SHIFT].instance, t);
 }
 
 /* Pre: t active. Post: t in neither an instance nor a list (still counted
    active). */
 void detach(tl_loop *loop, tl_timer *t) noexcept {
-    TimerQueue &q = loop->timers;
-    if (t->flags & TIMER_QUEUED)
-        q.ready.unlink(t);
-    else if (t->flags & TIMER_DEFERRED)
-        q.deferred.unlink(t);
-    else
-        q.backend->remove(domain_of(loop, t).instance, t);
-    t->flags &= ~(TIMER_QUEUED | TIMER_DEFERRED | TIMER_FRESH_BITS);
+    const uint32_t f = t->flags;
+    t->flags = f & ~(TIMER_QUEUED | TIMER_DEFERRED | TIMER_FRESH_BITS);
+    unlink_timer(loop, t, f);
 }
 
-/* Pre: t active and detached. Post: t inactive. */
-void deactivate(tl_loop *loop, tl_timer *t) noexcept {
-    t->flags &= ~TIMER_STATE;
-    handle_deactivated(loop, t->flags & TIMER_UNREF);
-}
-
-/* Pre: t not active. Starts t at deadline; on failure it stays inactive. */
-[[gnu::always_inline]] inline int arm(tl_loop *loop, TimerDomain &d, tl_timer *t,
-                                      uint64_t deadline) noexcept {
-    lend_collect_interval(loop, t);
-    int r = place(loop, d, t, deadline);
-    if (r < 0) return r;
-    t->flags |= TIMER_ACTIVE;
-    t->reserved = timer_owner(loop->id, t);
-    handle_activated(loop, t->flags & TIMER_UNREF);
-    return 0;
-}
-
-/* Pre: t active. Post: t inactive. */
-void disarm(tl_loop *loop, tl_timer *t) noexcept {
-    detach(loop, t);
-    deactivate(loop, t);
-}
-
-/* Pre: t active, owned by loop, on clock c. Moves it to deadline. Returns 0,
-   or insert's error when t had to be re-inserted (it was queued or deferred,
-   the backend has no reschedule, or it must be deferred), which leaves t
-   inactive. */
-[[gnu::always_inline]] inline int rearm(tl_loop *loop, tl_timer *t, unsigned c,
-                                        uint64_t deadline) noexcept {
-    const tl_timer_backend *b = loop->timers.backend;
-    TimerDomain &d = loop->timers.domain[c];
-    bool inside = !(t->flags & (TIMER_QUEUED | TIMER_DEFERRED));
-    if (inside && !must_defer(d, deadline) && !overdue(d, t) && b->reschedule) {
-        b->reschedule(d.instance, t, deadline); /* sets t->deadline */
-        t->flags &= ~TIMER_FRESH_BITS;          /* no longer due for the dispatch */
-        return 0;
-    }
-    detach(loop, t);
-    int r = place(loop, d, t, deadline);
-    if (r < 0) deactivate(loop, t);
-    return r;
-}
-
-/* Pre: t active, owned by loop. Moves it to deadline on clock c (possibly
-   another clock than its own: then out of one instance, into the other).
-   Same result as rearm. */
-[[gnu::noinline]] int move(tl_loop *loop, tl_timer *t, unsigned c, uint64_t deadline) noexcept {
-    if (timer_clock(t) == c) return rearm(loop, t, c, deadline);
-    detach(loop, t);
-    t->flags = (t->flags & ~TIMER_CLOCK_MASK) | c << TIMER_CLOCK_SHIFT;
-    lend_collect_interval(loop, t);
-    int r = place(loop, loop->timers.domain[c], t, deadline);
-    if (r < 0) deactivate(loop, t);
-    return r;
-}
-
-/* tl_timer_start of an active timer on another clock or periodic: moves it
-   to deadline on MONOTONIC, no longer periodic. Kept out of the heartbeat's
-   inlined path. */
-[[gnu::noinline]] int make_relative(tl_loop *loop, tl_timer *t, uint64_t deadline) noexcept {
-    t->flags &= ~TIMER_PERIODIC;
-    return move(loop, t, TL_CLOCK_MONOTONIC, deadline);
+/* Pre: t active. Post: t inactive. The bookkeeping comes first (no backend
+   reads a state bit), so that nothing is left after the backend's call. */
+[[gnu::always_inline]] inline void disarm(tl_loop *loop, tl_timer *t) noexcept {
+    const uint32_t f = t->flags;
+    t->flags = f & ~(TIMER_STATE | TIMER_FRESH_BITS);
+    handle_deactivated(loop, f & TIMER_UNREF);
+    unlink_timer(loop, t, f);
 }
 
 /* Starting one more timer would exceed tl_loop_options.max_timers. */
@@ -253,115 +159,126 @@ bool over_max_timers(const tl_loop *loop) noexcept {
     return loop->timers.max_timers && timers_active(loop) >= loop->timers.max_timers;
 }
 
-/* The periodic re-arm: the first deadline + k * period (k >= 1) later than
-   now, saturating at UINT64_MAX. Pre: deadline <= now, period > 0. */
-uint64_t next_period(uint64_t deadline, uint64_t period, uint64_t now) noexcept {
-    uint64_t k = (now - deadline) / period + 1;
-    if (k > (UINT64_MAX - deadline) / period) return UINT64_MAX;
-    return deadline + k * period;
+/* Nothing is asked of a start of t (flags f) but the backend's insert: t
+   is inactive and holds no lent leeway, and start_slow is 0 (no option, no
+   running dispatch). One test. */
+bool plain_start(const TimerQueue &q, uint32_t f) noexcept {
+    return ((f & (TIMER_ACTIVE | TIMER_LOOP_LEEWAY)) | q.start_slow) == 0;
 }
 
-/* Timers per collect-then-run chunk: 256 timers are 16 KiB of handles, so
-   they are still in L1/L2 when their callbacks run after the collect. */
-constexpr uint64_t kChunk = 256;
-
-/* A TIMER_FRESH t was started during the running dispatch (one that did
-   not pop it keeps the mark, of its own dispatch). */
-bool fresh_now(const TimerQueue &q, const tl_timer *t) noexcept {
-    return (t->flags & TIMER_FRESH_EPOCH) ==
-           (q.dispatches << TIMER_FRESH_EPOCH_SHIFT & TIMER_FRESH_EPOCH);
+/* arm of a start that is not plain: max_timers, the collect interval, a
+   running dispatch. */
+[[gnu::noinline]] int arm_slow(tl_loop *loop, unsigned c, tl_timer *t, uint64_t deadline) noexcept {
+    if (over_max_timers(loop)) return -ENOSPC;
+    lend_collect_interval(loop, t);
+    return place(loop, c, t, deadline);
 }
 
-/* The deferred list holds, between dispatches, only timers a dispatch
-   popped and deferred (TIMER_FRESH; a backend without reserve). Moves d's
-   into the ready list, in their order, before d's dispatch pops anything. */
-[[gnu::noinline]] void release_deferred(tl_loop *loop, TimerDomain &d, uint64_t cap) noexcept {
+/* Pre: t not active, its clock bits c; plain: plain_start held. Starts t at
+   deadline (place(), which a plain start needs only the backend's insert
+   of); on failure it stays inactive. */
+inline int arm(tl_loop *loop, unsigned c, tl_timer *t, uint64_t deadline, bool plain) noexcept {
     TimerQueue &q = loop->timers;
-    tl_timer *t = q.deferred.head;
-    while (t && q.ready.count < cap) {
-        tl_timer *next = next_of(t);
-        if (&domain_of(loop, t) == &d) {
-            q.deferred.unlink(t);
-            t->flags = (t->flags & ~TIMER_DEFERRED) | TIMER_QUEUED;
-            q.ready.append(t);
-        }
-        t = next;
+    int r;
+    if (plain) [[likely]] {
+        t->deadline = deadline;
+        r = q.backend->insert(q.domain[c].instance, t);
+    } else {
+        r = arm_slow(loop, c, t, deadline);
     }
+    if (r < 0) [[unlikely]]
+        return r;
+    const uint32_t g = t->flags | TIMER_ACTIVE;
+    t->flags = g;
+    t->reserved = timer_owner(loop->id, t); /* read only while active */
+    handle_activated(loop, g & TIMER_UNREF);
+    return 0;
 }
 
-/* Pops the due timers of domain d at its dispatch time into the ready list,
-   a chunk at a time, and runs them (see the top of this file), up to cap
-   callbacks; returns the callbacks run. */
-uint64_t dispatch_domain(tl_loop *loop, TimerDomain &d, uint64_t cap) noexcept {
-    TimerQueue &q = loop->timers;
-    const tl_timer_backend *b = q.backend;
-    void *self = d.instance;
-    const uint64_t now = d.dispatch_now;
-    uint64_t fired = 0, popped = 0;
-    /* Timers a dispatch deferred after popping them (TIMER_FRESH) run
-       first: they are due, and were next in the backend's order. */
-    if (q.deferred.count) [[unlikely]]
-        release_deferred(loop, d, cap);
-    /* The cap counts callbacks (max_timers_per_iteration), not pops: a
-       queued timer that a callback stops leaves its turn to the next due one,
-       so the next chunk is sized from what actually ran. */
-    while (fired < cap) {
-        /* Collect. Nothing runs here, and nothing a callback starts is
-           collected (place() defers what is due, or marks it TIMER_FRESH
-           and it is deferred here), so every chunk is what was due at
-           `now`, in the backend's order. Timers released above count
-           against the cap too. */
-        uint64_t room = cap - fired > q.ready.count ? cap - fired - q.ready.count : 0;
-        uint64_t chunk = room < kChunk ? room : kChunk;
-        uint64_t n = 0;
-        while (n < chunk) {
-            tl_timer *t = b->pop_expired(self, now);
-            if (!t) break;
-            if (t->flags & TIMER_FRESH) [[unlikely]] {
-                if (fresh_now(q, t)) {
-                    /* Started during this dispatch: the next one runs it. */
-                    t->flags = (t->flags & ~TIMER_FRESH_BITS) | TIMER_DEFERRED;
-                    q.deferred.append(t);
-                    continue;
-                }
-                t->flags &= ~TIMER_FRESH_BITS; /* an earlier dispatch's: due */
-            }
-            TL_DEBUG_CHECK_POPPED(loop, t, now, popped + n == 0);
-            q.ready.append(t);
-            t->flags |= TIMER_QUEUED;
-            ++n;
-        }
-        popped += n;
-        TL_DEBUG_VERIFY(loop, "timer collect");
+/* The backend can move t, inside c's instance, to deadline in place: no
+   running dispatch could pop it there, and its deadline has not passed. */
+bool reschedulable(const TimerQueue &q, unsigned c, const tl_timer *t, uint64_t deadline) noexcept {
+    return !must_defer(q, c, deadline) && !overdue(q.domain[c], t) && q.backend->reschedule;
+}
 
-        /* Run. Each callback may stop or restart any queued timer (unlinking
-           it) or free one it stopped, so the head is read afresh every time. */
-        while (tl_timer *t = q.ready.head) {
-            q.ready.unlink(t);
-            t->flags &= ~TIMER_QUEUED;
-            lateness_record(loop->lateness, now, t->deadline);
-            if (t->repeat) {
-                /* Re-armed before the callback (the contract), so the callback
-                   sees it active and may stop or restart it. Both next
-                   deadlines are beyond the dispatch's now: never deferred. */
-                t->deadline = t->flags & TIMER_PERIODIC ? next_period(t->deadline, t->repeat, now)
-                                                        : sat_add(now, t->repeat);
-                if (b->insert(self, t) < 0) {
-                    /* It runs this once more, then is inactive: say so. */
-                    ++loop->stats.timers_rearm_failed;
-                    deactivate(loop, t);
-                }
-            } else {
-                deactivate(loop, t);
-            }
-            ++loop->stats.timers_fired;
-            ++fired;
-            t->cb(loop, t); /* may free t: not touched after this */
-            TL_DEBUG_VERIFY(loop, "timer callback");
-        }
-        if (n < chunk) break; /* nothing more is due */
+/* Pre: t active, owned by loop. Moves it to deadline on clock c: in place
+   when it is inside c's instance and reschedulable, else out of where it is
+   (another clock's instance: it then takes the loop's collect interval, as
+   at a start) and placed anew. 0, or the insert's error: t is then
+   inactive. */
+[[gnu::noinline]] int move(tl_loop *loop, tl_timer *t, unsigned c, uint64_t deadline) noexcept {
+    TimerQueue &q = loop->timers;
+    const unsigned from = timer_clock(t);
+    if (from == c && !(t->flags & (TIMER_QUEUED | TIMER_DEFERRED)) &&
+        reschedulable(q, c, t, deadline)) {
+        q.backend->reschedule(q.domain[c].instance, t, deadline); /* sets t->deadline */
+        t->flags &= ~TIMER_FRESH_BITS; /* no longer due for the dispatch */
+        return 0;
     }
-    return fired;
+    detach(loop, t);
+    if (from != c) {
+        t->flags = (t->flags & ~TIMER_CLOCK_MASK) | c << TIMER_CLOCK_SHIFT;
+        lend_collect_interval(loop, t);
+    }
+    int r = place(loop, c, t, deadline);
+    if (r < 0) deactivate(loop, t);
+    return r;
+}
+
+/* Where a start puts t: on clock c, kind its clock and periodic bits.
+   tl_timer_start's is a constant (MONOTONIC, not periodic), so that its
+   instance of start_elsewhere indexes no domain and sets no bit. */
+struct Relative {
+    static constexpr unsigned c = TL_CLOCK_MONOTONIC;
+    static constexpr uint32_t kind = 0;
+};
+struct OnClock {
+    unsigned c;
+    uint32_t kind;
+};
+
+/* start's every case but the in-place move, out of line so that the
+   heartbeat's restart needs no frame: t active moves, t inactive is armed. */
+template <class Where>
+[[gnu::noinline]] int start_elsewhere(tl_loop *loop, tl_timer *t, uint64_t deadline,
+                                      uint64_t repeat, Where to) noexcept {
+    const uint32_t f = t->flags;
+    const bool plain = plain_start(loop->timers, f);
+    int r;
+    if (!plain && (f & TIMER_ACTIVE)) {
+        t->flags = (f & ~TIMER_PERIODIC) | (to.kind & TIMER_PERIODIC);
+        r = move(loop, t, to.c, deadline);
+    } else {
+        t->flags = (f & ~(TIMER_CLOCK_MASK | TIMER_PERIODIC)) | to.kind;
+        r = arm(loop, to.c, t, deadline, plain);
+    }
+    if (r < 0) return r;
+    t->repeat = repeat;
+    TL_DEBUG_VERIFY(loop, "timer start");
+    return 0;
+}
+
+/* The one start path (tl_timer_start, tl_timer_start_at; loop and t checked,
+   the clock's instance open): t goes to deadline on the clock `to` names,
+   re-armed by repeat (deadline and repeat in the registers the backend's
+   reschedule and start_elsewhere take them in). The heartbeat's restart, t
+   of that kind inside the clock's instance and not fresh, reschedulable:
+   one test of the flags word and the backend's call; every other case is
+   move or arm. 0, or -ENOSPC (max_timers) or the backend's error: t is
+   then inactive. */
+template <class Where>
+[[gnu::always_inline]] inline int start(tl_loop *loop, tl_timer *t, uint64_t deadline,
+                                        uint64_t repeat, Where to) noexcept {
+    TimerQueue &q = loop->timers;
+    constexpr uint32_t kPlace = TIMER_STATE | TIMER_FRESH_BITS | TIMER_CLOCK_MASK | TIMER_PERIODIC;
+    if ((t->flags & kPlace) == (TIMER_ACTIVE | to.kind) && reschedulable(q, to.c, t, deadline))
+        [[likely]] {
+        t->repeat = repeat;
+        q.backend->reschedule(q.domain[to.c].instance, t, deadline);
+        TL_DEBUG_VERIFY(loop, "timer start");
+        return 0;
+    }
+    return start_elsewhere(loop, t, deadline, repeat, to);
 }
 
 } // namespace
@@ -409,111 +326,12 @@ void timers_close(tl_loop *loop) noexcept {
     }
 }
 
-void timers_rebase(tl_loop *loop, unsigned c, uint64_t now) noexcept {
-    const tl_timer_backend *b = loop->timers.backend;
-    void *&instance = loop->timers.domain[c].instance;
-    if (!instance) return;
-    void *fresh = b->create(&loop->timers.config, now);
-    /* Without memory the old instance stays: an exact backend is still
-       right; a wheel may hand a timer out up to the step early. */
-    if (!fresh) return;
-    void *old = instance;
-    /* Everything, in the old order (so ties keep it): pop_expired at the end
-       of time returns every timer, with at most a few empty rounds on a
-       wheel (timer_backend.h). */
-    while (b->count(old)) {
-        tl_timer *t = b->pop_expired(old, UINT64_MAX);
-        if (!t) continue;
-        /* A periodic timer the step left more than a period ahead goes back
-           onto its grid: the first deadline + k * period after now. */
-        if ((t->flags & TIMER_PERIODIC) && t->deadline > now && t->deadline - now > t->repeat)
-            t->deadline -= (t->deadline - now - 1) / t->repeat * t->repeat;
-        if (b->insert(fresh, t) < 0) {
-            ++loop->stats.timers_rearm_failed;
-            deactivate(loop, t);
-        }
-    }
-    b->destroy(old);
-    instance = fresh;
-}
-
 uint64_t timers_active(const tl_loop *loop) noexcept {
     const TimerQueue &q = loop->timers;
     uint64_t n = q.ready.count + q.deferred.count;
     for (const TimerDomain &d : q.domain)
         if (d.instance) n += q.backend->count(d.instance);
     return n;
-}
-
-uint64_t timers_next_wakeup(tl_loop *loop, bool for_wait) noexcept {
-    TimerQueue &q = loop->timers;
-    if (q.deferred.count) [[unlikely]]
-        return 0; /* deferred by the last dispatch: due */
-    uint64_t least = UINT64_MAX;
-    for (unsigned c = 0; c < kClocks; ++c) {
-        TimerDomain &d = q.domain[c];
-        if (!d.instance) continue;
-        uint64_t wake = wakeup_of(q.backend, d.instance);
-        if (wake == UINT64_MAX) continue; /* no timer, or none that ever fires */
-        /* The wait's domain has the time the iteration read after the last
-           wait; a timerfd's domain was read at the last dispatch at best. */
-        uint64_t now = for_wait && d.by_wait ? d.now : read_clock(loop, c);
-        if (wake <= now) return 0;
-        if (for_wait && !d.by_wait) {
-            d.now = now;
-            clock_arm(loop, c, wake);
-            continue;
-        }
-        if (wake - now < least) least = wake - now;
-    }
-    return least;
-}
-
-uint64_t timers_dispatch(tl_loop *loop) noexcept {
-    TimerQueue &q = loop->timers;
-    const tl_timer_backend *b = q.backend;
-    const uint64_t cap = q.max_timers_per_iteration;
-    /* The domains this dispatch runs, decided (and their clocks read) before
-       any callback: a timer a callback starts on one of them with a due
-       deadline is deferred, on another it waits for the next iteration, so
-       no timer runs twice in one iteration whatever clock it moves to. The
-       wait's domain runs on the time the iteration has just read; a
-       timerfd's domain reads its clock, and only while it holds timers (a
-       clock without timers costs neither a read nor a call). */
-    for (unsigned c = 0; c < kClocks; ++c) {
-        TimerDomain &d = q.domain[c];
-        if (!d.instance) continue;
-        if (!d.by_wait) {
-            if (b->count(d.instance) == 0 && q.deferred.count == 0) [[likely]]
-                continue;
-            d.now = read_clock(loop, c);
-        }
-        /* The clock went back (a wall-clock step): the instance was driven
-           to a later time than now, which a wheel cannot go back from. */
-        if (d.now < d.dispatched) [[unlikely]]
-            timers_rebase(loop, c, d.now);
-        d.dispatched = d.now;
-        d.dispatch_now = d.now;
-        d.dispatching = true;
-    }
-    q.start_slow |= kSlowDispatch;
-    ++q.dispatches;
-    uint64_t fired = 0;
-    for (TimerDomain &d : q.domain)
-        if (d.dispatching && fired < cap) fired += dispatch_domain(loop, d, cap - fired);
-    for (TimerDomain &d : q.domain) d.dispatching = false;
-
-    /* The deferred timers, in start order: each is the newest insertion. Their
-       room was reserved when they were parked (place). Without reserve,
-       those the dispatch popped and deferred wait for the next one. */
-    while (tl_timer *t = b->reserve ? q.deferred.head : nullptr) {
-        q.deferred.unlink(t);
-        t->flags &= ~TIMER_DEFERRED;
-        if (b->insert(domain_of(loop, t).instance, t) < 0) deactivate(loop, t);
-    }
-    q.start_slow &= ~kSlowDispatch;
-    TL_DEBUG_VERIFY(loop, "timer dispatch");
-    return fired;
 }
 
 } // namespace tl::detail
@@ -545,63 +363,6 @@ namespace {
     TL_DEBUG_VERIFY(loop, "tl_timer_init of an active timer");
 }
 
-/* tl_timer_start's every case but the in-place restart: a start of an
-   inactive timer, or a restart that must leave its place (queued, deferred,
-   deferred now, another clock or periodic before, or no reschedule). Out
-   of line, so that the in-place restart needs no frame. */
-[[gnu::noinline]] int start_relative(tl_loop *loop, tl_timer *t, uint64_t deadline,
-                                     uint64_t repeat_ns) noexcept {
-    if (t->flags & TIMER_ACTIVE) {
-        /* A relative timer is a MONOTONIC one, not periodic. */
-        int r = t->flags & (TIMER_CLOCK_MASK | TIMER_PERIODIC)
-                    ? make_relative(loop, t, deadline)
-                    : rearm(loop, t, TL_CLOCK_MONOTONIC, deadline);
-        if (r < 0) return r;
-    } else {
-        if (over_max_timers(loop)) return -ENOSPC;
-        t->flags &= ~(TIMER_CLOCK_MASK | TIMER_PERIODIC);
-        int r = arm(loop, loop->timers.domain[TL_CLOCK_MONOTONIC], t, deadline);
-        if (r < 0) return r;
-    }
-    t->repeat = repeat_ns;
-    TL_DEBUG_VERIFY(loop, "tl_timer_start");
-    return 0;
-}
-
-/* tl_timer_start of an inactive timer: when no dispatch runs, no option
-   asks for more (start_slow) and the timer holds no lent leeway, it is
-   armed here, on MONOTONIC, with nothing but the backend's insert and the
-   bookkeeping; otherwise start_relative. Out of line, so that the in-place
-   restart needs no frame. */
-[[gnu::noinline]] int start_fresh(tl_loop *loop, tl_timer *t, uint64_t deadline,
-                                  uint64_t repeat_ns) noexcept {
-    TimerQueue &q = loop->timers;
-    const uint32_t f = t->flags;
-    if ((f & (TIMER_ACTIVE | TIMER_LOOP_LEEWAY)) | q.start_slow) [[unlikely]]
-        return start_relative(loop, t, deadline, repeat_ns);
-    /* A relative timer is a MONOTONIC one, not periodic. */
-    t->flags = f & ~(TIMER_CLOCK_MASK | TIMER_PERIODIC);
-    t->deadline = deadline;
-    t->reserved = timer_owner(loop->id, t); /* read only while active */
-    int r = q.backend->insert(q.domain[TL_CLOCK_MONOTONIC].instance, t);
-    if (r < 0) [[unlikely]]
-        return r;
-    const uint32_t g = t->flags | TIMER_ACTIVE;
-    t->flags = g;
-    t->repeat = repeat_ns;
-    handle_activated(loop, g & TIMER_UNREF);
-    TL_DEBUG_VERIFY(loop, "tl_timer_start");
-    return 0;
-}
-
-/* tl_timer_stop of a queued or deferred timer, out of line so that the
-   common stop needs no saved register. */
-[[gnu::noinline]] int stop_listed(tl_loop *loop, tl_timer *t) noexcept {
-    disarm(loop, t);
-    TL_DEBUG_VERIFY(loop, "tl_timer_stop");
-    return 0;
-}
-
 } // namespace
 
 TL_API void tl_timer_init(tl_timer *t, tl_timer_cb cb, void *data) {
@@ -616,23 +377,9 @@ TL_API void tl_timer_init(tl_timer *t, tl_timer_cb cb, void *data) {
 TL_API int tl_timer_start(tl_loop *loop, tl_timer *t, uint64_t timeout_ns, uint64_t repeat_ns) {
     if (!loop || !t || !t->cb || owned_by_other(loop, t)) return -EINVAL;
     TL_CHECK_LOOP_THREAD(loop);
-    TimerQueue &q = loop->timers;
-    TimerDomain &d = q.domain[TL_CLOCK_MONOTONIC];
-    uint64_t deadline = sat_add(d.now, timeout_ns);
-    /* The heartbeat's restart: a relative timer (MONOTONIC, not periodic)
-       inside its instance, which no running dispatch could pop at its new
-       deadline and whose deadline has not passed, moves in place. One test of the flags word, and
-       nothing left to do after the backend's call. */
-    constexpr uint32_t kInPlace =
-        TIMER_STATE | TIMER_FRESH_BITS | TIMER_CLOCK_MASK | TIMER_PERIODIC;
-    if ((t->flags & kInPlace) == TIMER_ACTIVE && !must_defer(d, deadline) && !overdue(d, t) &&
-        q.backend->reschedule) [[likely]] {
-        t->repeat = repeat_ns;
-        q.backend->reschedule(d.instance, t, deadline);
-        TL_DEBUG_VERIFY(loop, "tl_timer_start");
-        return 0;
-    }
-    return start_fresh(loop, t, deadline, repeat_ns);
+    /* A relative timer is a MONOTONIC one, not periodic. */
+    uint64_t deadline = sat_add(loop->timers.domain[TL_CLOCK_MONOTONIC].now, timeout_ns);
+    return start(loop, t, deadline, repeat_ns, Relative{});
 }
 
 TL_API int tl_timer_start_at(tl_loop *loop, tl_timer *t, tl_clock clock, uint64_t deadline_ns,
@@ -643,20 +390,8 @@ TL_API int tl_timer_start_at(tl_loop *loop, tl_timer *t, tl_clock clock, uint64_
     if (!(t->flags & TIMER_ACTIVE) && over_max_timers(loop)) return -ENOSPC;
     int r = clock_prepare(loop, c);
     if (r < 0) return r;
-    if (t->flags & TIMER_ACTIVE) {
-        r = move(loop, t, c, deadline_ns);
-    } else {
-        t->flags = (t->flags & ~TIMER_CLOCK_MASK) | c << TIMER_CLOCK_SHIFT;
-        r = arm(loop, loop->timers.domain[c], t, deadline_ns);
-    }
-    if (r < 0) return r;
-    if (period_ns)
-        t->flags |= TIMER_PERIODIC;
-    else
-        t->flags &= ~TIMER_PERIODIC;
-    t->repeat = period_ns;
-    TL_DEBUG_VERIFY(loop, "tl_timer_start_at");
-    return 0;
+    const uint32_t kind = c << TIMER_CLOCK_SHIFT | (period_ns ? TIMER_PERIODIC : 0u);
+    return start(loop, t, deadline_ns, period_ns, OnClock{c, kind});
 }
 
 TL_API int tl_timer_set_leeway(tl_timer *t, uint64_t leeway_ns) {
@@ -682,20 +417,7 @@ TL_API tl_clock tl_timer_clock(const tl_timer *t) {
 TL_API int tl_timer_stop(tl_loop *loop, tl_timer *t) {
     if (!loop || !t || owned_by_other(loop, t)) return -EINVAL;
     TL_CHECK_LOOP_THREAD(loop);
-    const uint32_t f = t->flags;
-    if (!(f & (TIMER_QUEUED | TIMER_DEFERRED))) [[likely]] {
-        if (f & TIMER_ACTIVE) {
-            /* Inside its instance: the bookkeeping first (the backend reads
-               no state bit), so that nothing is left after the backend's
-               call and the path needs no saved registers. */
-            t->flags = f & ~TIMER_ACTIVE;
-            handle_deactivated(loop, f & TIMER_UNREF);
-            TimerQueue &q = loop->timers;
-            q.backend->remove(q.domain[(f & TIMER_CLOCK_MASK) >> TIMER_CLOCK_SHIFT].instance, t);
-        }
-    } else {
-        return stop_listed(loop, t);
-    }
+    if (t->flags & TIMER_ACTIVE) disarm(loop, t);
     TL_DEBUG_VERIFY(loop, "tl_timer_stop");
     return 0;
 }

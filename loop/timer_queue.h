@@ -42,11 +42,11 @@ struct TimerDomain {
     uint64_t now;   /* the clock's time as the loop last read it              */
     void *instance; /* the backend's instance; null until the clock's first
                        timer (the wait's domain: created with the loop)       */
-    /* The dispatch: whether the running one runs this domain's timers
-       (decided, and the clock read, before any callback), and at what time.
-       A timer started on the domain while `dispatching` with a deadline at or
-       before dispatch_now is deferred: the dispatch could still pop it. */
-    bool dispatching;
+    /* The time the running dispatch runs this domain's timers at, if it runs
+       them (its bit in TimerQueue::start_slow, decided and the clock read
+       before any callback). A timer started on the domain then with a
+       deadline at or before dispatch_now is deferred: the dispatch could
+       still pop it. */
     uint64_t dispatch_now;
     /* The latest time the instance was driven to: a clock found before it
        (a wall-clock step back) gets a fresh instance first (timers_rebase),
@@ -61,11 +61,16 @@ struct TimerDomain {
     tl_io watcher;
 };
 
-/* TimerQueue::start_slow. */
+/* TimerQueue::start_slow: why a start of an inactive timer must take the
+   general path. It cannot disagree with what it stands for, so no check
+   of its own: timers_open writes the option bits with the options, once,
+   and the dispatch bits are the only record of the domains the running
+   dispatch runs (dispatching()). */
 enum : uint32_t {
     kSlowMaxTimers = 1u << 0, /* max_timers is set: starts count the active timers */
     kSlowCollect = 1u << 1,   /* collect_flags is set: starts lend the interval   */
-    kSlowDispatch = 1u << 2,  /* timers_dispatch runs: a start may be deferred    */
+    kSlowDispatchShift = 2,   /* bit 2 + c: the running dispatch runs domain c    */
+    kSlowDispatch = 7u << kSlowDispatchShift,
 };
 
 struct TimerQueue {
@@ -74,9 +79,8 @@ struct TimerQueue {
     /* The collect interval as leeway bits | TIMER_LOOP_LEEWAY, or 0: what a
        timer without a leeway of its own gets at start. */
     uint32_t collect_flags;
-    /* Why a start of an inactive timer must take the general path (kSlow*
-       bits), 0 when the inlined one will do: one test for every rarely-set
-       option and for a running dispatch. */
+    /* kSlow* bits, 0 when a start of an inactive timer is the backend's
+       insert: one test for every rarely-set option and a running dispatch. */
     uint32_t start_slow;
     /* Started during a dispatch with a deadline already due on a domain
        being dispatched: parked here, out of the backend's reach, so that a
@@ -102,8 +106,13 @@ struct TimerQueue {
 #endif
 };
 
-/* The queue's offer to the rest of the loop (timer.cc). The tl_timer_* API
- * starts and stops timers through it in the same file. */
+/* The running dispatch runs domain c. */
+inline bool dispatching(const TimerQueue &q, unsigned c) noexcept {
+    return q.start_slow >> (kSlowDispatchShift + c) & 1;
+}
+
+/* The queue's offer to the rest of the loop (timer.cc, timer_dispatch.cc).
+ * The tl_timer_* API (timer.cc) starts and stops timers through it. */
 
 /* Sets up the queue with every domain's instance absent but the wait's,
  * created at that clock's time (read first); 0, or -ENOMEM. timers_close

@@ -74,7 +74,8 @@ void verify_timers(const tl_loop *loop, const TimerList &list, uint32_t flag, co
         const TimerDomain &d = loop->timers.domain[timer_clock(t)];
         /* Between dispatches, deferred timers are those a dispatch popped
            and deferred (timer.cc: a backend without reserve). */
-        if (!d.dispatching && (flag != TIMER_DEFERRED || loop->timers.backend->reserve))
+        if (!dispatching(loop->timers, timer_clock(t)) &&
+            (flag != TIMER_DEFERRED || loop->timers.backend->reserve))
             broken("member of a domain the dispatch does not run");
         if (flag == TIMER_DEFERRED && t->deadline > d.dispatch_now)
             broken("member not due at its domain's dispatch time");
@@ -109,11 +110,9 @@ void verify_ordered(const tl_loop *loop, const OrderedList<Node> &list, const ch
         fail(where, "start-ordered list's tail is not its last node");
 }
 
-} // namespace
-
-void loop_verify(tl_loop *loop, const char *where) noexcept {
-    /* O(1) checks, every time. */
-    const TimerQueue &q = loop->timers;
+/* The timer queue's O(1) invariants: its lists' ends, its domains' wakers,
+   and no listed timer outside a dispatch. */
+void verify_queue(const TimerQueue &q, const char *where) noexcept {
     const TimerList *lists[] = {&q.ready, &q.deferred};
     for (const TimerList *list : lists) {
         if ((list->head == nullptr) != (list->count == 0) ||
@@ -122,24 +121,27 @@ void loop_verify(tl_loop *loop, const char *where) noexcept {
         if (list->head && (list->head->link[1] || list->tail->link[0]))
             fail(where, "timer list not NULL-terminated");
     }
-    bool dispatching = false;
+    const bool dispatch = q.start_slow & kSlowDispatch;
     int by_wait = 0;
-    for (const TimerDomain &d : q.domain) {
-        if (d.dispatching && !d.instance) fail(where, "a domain without an instance dispatching");
-        dispatching |= d.dispatching;
+    for (unsigned c = 0; c < kClocks; ++c) {
+        const TimerDomain &d = q.domain[c];
+        if (dispatching(q, c) && !d.instance)
+            fail(where, "a domain without an instance dispatching");
         if (d.by_wait && (!d.instance || d.fd >= 0))
             fail(where, "the wait's domain without its instance, or with a timerfd");
         by_wait += d.by_wait;
     }
     if (by_wait != 1) fail(where, "not exactly one domain woken by the wait");
-    /* start_slow caches the options a start must honour; a domain being
-       dispatched needs the dispatch bit (a start may have to be deferred). */
-    if (!(q.start_slow & kSlowMaxTimers) != !q.max_timers ||
-        !(q.start_slow & kSlowCollect) != !q.collect_flags ||
-        (dispatching && !(q.start_slow & kSlowDispatch)))
-        fail(where, "start_slow disagrees with the options or the dispatch");
-    if (!dispatching && (q.ready.count || (q.deferred.count && q.backend->reserve)))
+    if (!dispatch && (q.ready.count || (q.deferred.count && q.backend->reserve)))
         fail(where, "ready or deferred timers outside the dispatch");
+}
+
+} // namespace
+
+void loop_verify(tl_loop *loop, const char *where) noexcept {
+    /* O(1) checks, every time. */
+    const TimerQueue &q = loop->timers;
+    verify_queue(q, where);
     uint64_t timers = timers_active(loop);
     if (timers > loop->active_handles) fail(where, "more active timers than active handles");
 
