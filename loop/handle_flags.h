@@ -32,7 +32,7 @@ namespace tl::detail {
  *                            next one
  *   bits 6-7   TIMER_FRESH_EPOCH that dispatch, the low bits of its count
  *   bits 8-9   the tl_clock it was started on (TIMER_CLOCK_SHIFT)
- *   bit 10     TIMER_LOOP_LEEWAY the leeway bits hold the loop's collect
+ *   bit 10     kLentLeeway (timers/timers.h) the leeway bits hold the loop's collect
  *                            interval (the timer has none of its own); set
  *                            when a start lends it, kept after the timer
  *                            stops (tl_timer_leeway hides it then), and
@@ -56,7 +56,6 @@ enum : uint32_t {
     TIMER_FRESH_EPOCH = 3u << TIMER_FRESH_EPOCH_SHIFT,
     TIMER_FRESH_BITS = TIMER_FRESH | TIMER_FRESH_EPOCH,
     TIMER_STATE = TIMER_ACTIVE | TIMER_QUEUED | TIMER_DEFERRED,
-    TIMER_LOOP_LEEWAY = kLentLeeway,
     TIMER_CLOCK_SHIFT = 8,
     TIMER_CLOCK_MASK = 3u << TIMER_CLOCK_SHIFT,
 };

@@ -166,7 +166,7 @@ int resolve_options(const tl_loop_options *opts, LoopSettings *out) noexcept {
     out->max_timers_per_iteration = opts->max_timers_per_iteration ? opts->max_timers_per_iteration
                                                                    : kDefaultMaxTimersPerIteration;
     out->collect_flags =
-        opts->collect_interval_ns ? leeway_bits(opts->collect_interval_ns) | TIMER_LOOP_LEEWAY : 0;
+        opts->collect_interval_ns ? leeway_bits(opts->collect_interval_ns) | kLentLeeway : 0;
     return 0;
 }
 

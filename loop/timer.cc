@@ -77,7 +77,7 @@ bool overdue(const TimerDomain &d, const tl_timer *t) noexcept {
    on another loop. start_slow's kSlowCollect keeps it off the fast path. */
 void lend_collect_interval(const tl_loop *loop, tl_timer *t) noexcept {
     uint32_t f = t->flags;
-    if (f & TIMER_LOOP_LEEWAY) f &= ~(kLeewayMask | TIMER_LOOP_LEEWAY);
+    if (f & kLentLeeway) f &= ~(kLeewayMask | kLentLeeway);
     if (!(f & kLeewayMask)) f |= loop->timers.collect_flags;
     t->flags = f;
 }
@@ -163,7 +163,7 @@ bool over_max_timers(const tl_loop *loop) noexcept {
    is inactive and holds no lent leeway, and start_slow is 0 (no option, no
    running dispatch). One test. */
 bool plain_start(const TimerQueue &q, uint32_t f) noexcept {
-    return ((f & (TIMER_ACTIVE | TIMER_LOOP_LEEWAY)) | q.start_slow) == 0;
+    return ((f & (TIMER_ACTIVE | kLentLeeway)) | q.start_slow) == 0;
 }
 
 /* arm of a start that is not plain: max_timers, the collect interval, a
@@ -398,15 +398,15 @@ TL_API int tl_timer_set_leeway(tl_timer *t, uint64_t leeway_ns) {
     if (!t) return -EINVAL;
     /* 0 on a timer the loop lent its interval to keeps the loan: it has no
        leeway of its own either way. */
-    if (leeway_ns == 0 && (t->flags & TIMER_LOOP_LEEWAY)) return 0;
-    t->flags = (t->flags & ~(kLeewayMask | TIMER_LOOP_LEEWAY)) | leeway_bits(leeway_ns);
+    if (leeway_ns == 0 && (t->flags & kLentLeeway)) return 0;
+    t->flags = (t->flags & ~(kLeewayMask | kLentLeeway)) | leeway_bits(leeway_ns);
     return 0;
 }
 
 TL_API uint64_t tl_timer_leeway(const tl_timer *t) {
     if (!t) return 0;
     /* A loop's lent collect interval counts only while t is active. */
-    if ((t->flags & (TIMER_LOOP_LEEWAY | TIMER_ACTIVE)) == TIMER_LOOP_LEEWAY) return 0;
+    if ((t->flags & (kLentLeeway | TIMER_ACTIVE)) == kLentLeeway) return 0;
     return timer_leeway(t);
 }
 

@@ -76,7 +76,7 @@ enum : uint32_t {
 struct TimerQueue {
     /* Hot: read by every start. */
     const tl_timer_backend *backend; /* every domain's instance is one of it      */
-    /* The collect interval as leeway bits | TIMER_LOOP_LEEWAY, or 0: what a
+    /* The collect interval as leeway bits | kLentLeeway, or 0: what a
        timer without a leeway of its own gets at start. */
     uint32_t collect_flags;
     /* kSlow* bits, 0 when a start of an inactive timer is the backend's
