@@ -310,17 +310,7 @@ public:
        that tick whose deadline has passed (the pop's cascade files it at
        level 0, and collect_passed takes it). */
     bool holds_overdue(unsigned level, unsigned slot, uint64_t slot_start) const noexcept {
-        uint64_t now = log_.now();
-        uint64_t nt = clock_.now_tick(now);
-        if (slot_start <= nt) return true;
-        if (slot_start - nt > 1) return false;
-        const tl_timer *head = levels_.at(level).head(slot);
-        const tl_timer *t = head;
-        do {
-            if (t->deadline <= now && clock_.fire_tick(t) == slot_start) return true;
-            t = next_of(t);
-        } while (t != head);
-        return false;
+        return slot_holds_overdue(clock_, levels_.at(level).head(slot), slot_start, log_.now());
     }
 
     /* Pre: now >= every earlier now. Post: returns a timer with fire tick <=

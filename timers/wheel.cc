@@ -275,17 +275,7 @@ public:
        anyway), or it is the tick in progress and holds a timer of that tick
        whose deadline has passed (as the pop's collect takes them). */
     bool holds_overdue(size_t s, uint64_t visit) const noexcept {
-        uint64_t now = log_.now();
-        uint64_t nt = clock_.now_tick(now);
-        if (visit <= nt) return true;
-        if (visit - nt > 1) return false;
-        const tl_timer *head = slots_.head(s);
-        const tl_timer *t = head;
-        do {
-            if (t->deadline <= now && clock_.fire_tick(t) == visit) return true;
-            t = next_of(t);
-        } while (t != head);
-        return false;
+        return slot_holds_overdue(clock_, slots_.head(s), visit, log_.now());
     }
 
     /* Pre: now >= every earlier now. Post: returns a timer with fire tick <=

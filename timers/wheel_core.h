@@ -227,6 +227,24 @@ public:
     void drop_overdue() const noexcept { overdue_ = UINT64_MAX; }
 };
 
+/* Whether a pop at now would hand out a timer filed overdue from the slot
+ * whose list starts at head and whose tick is `tick` (the first slot due):
+ * its tick has passed (it is due anyway), or it is the tick in progress and
+ * holds a timer of that tick whose deadline has passed (as the pops take
+ * them). next_expiry keeps an overdue note only while this holds. */
+inline bool slot_holds_overdue(const TickClock &clock, const tl_timer *head, uint64_t tick,
+                               uint64_t now) noexcept {
+    uint64_t nt = clock.now_tick(now);
+    if (tick <= nt) return true;
+    if (tick - nt > 1) return false;
+    const tl_timer *t = head;
+    do {
+        if (t->deadline <= now && clock.fire_tick(t) == tick) return true;
+        t = next_of(t);
+    } while (t != head);
+    return false;
+}
+
 /* The wheels' insert and reschedule up to the grid, over W's public
  * clock(), file(t, e, grid) (Pre: t in no list, e its fire tick on grid;
  * post: started and placed) and reschedule_to(t, deadline, e, grid): a timer
