@@ -68,10 +68,6 @@ enum : uint32_t {
     REQ_BLOCK = 1u << 1, /* bufs.many.iov is a block of the loop's copies */
 };
 
-/* Arrays of up to this many buffers are copied by tl_stream_write: one into
- * the request itself, 2 to 4 into a block of the loop's. */
-inline constexpr int kCopiedIov = 4;
-
 inline tl_stream *stream_of(tl_io *w) noexcept {
     return reinterpret_cast<tl_stream *>(reinterpret_cast<char *>(w) - offsetof(tl_stream, io));
 }
@@ -125,8 +121,6 @@ int set_bufs(tl_loop *loop, tl_write_req *req, const struct iovec *iov, int iovc
 void write_queue_free(tl_loop *loop) noexcept;
 /* Steps over empty buffers; false when none with bytes is left. */
 bool skip_empty(tl_write_req *req) noexcept;
-/* Bytes of req not yet sent. */
-size_t req_bytes_left(const tl_write_req *req) noexcept;
 /* Fills v with up to cap buffers of the queue from wq_send on, skipping
  * empty ones: of every queued request, or of wq_send alone. Returns their
  * number; *total is their bytes, at most `limit` (the last buffer is

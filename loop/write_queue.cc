@@ -21,6 +21,10 @@ using namespace tl::detail;
 
 namespace {
 
+/* Arrays of up to this many buffers are copied by tl_stream_write: one into
+ * the request itself, 2 to 4 into a block of the loop's. */
+constexpr int kCopiedIov = 4;
+
 /* Blocks are carved from chunks of this many, kept until the loop is freed:
  * after the most writes of 2-4 buffers ever queued at once, none allocates. */
 constexpr size_t kBlocksPerChunk = 64;
@@ -51,10 +55,19 @@ struct iovec *iov_block_get(tl_loop *loop) noexcept {
 /* The buffer a request sends next, from where its sent bytes end. One
  * buffer is the request's own copy, advanced in place; a longer array is
  * read at (index, offset). */
+/* Buffer i (>= index) of req, less what of it was sent. */
+struct iovec unsent(const tl_write_req *req, int i) noexcept {
+    if (req->iovcnt == 1) return req->bufs.one;
+    struct iovec v = req->bufs.many.iov[i];
+    if (i == req->index) {
+        v.iov_base = static_cast<char *>(v.iov_base) + req->bufs.many.offset;
+        v.iov_len -= req->bufs.many.offset;
+    }
+    return v;
+}
+
 size_t cur_left(const tl_write_req *req) noexcept {
-    if (req->index >= req->iovcnt) return 0;
-    if (req->iovcnt == 1) return req->bufs.one.iov_len;
-    return req->bufs.many.iov[req->index].iov_len - req->bufs.many.offset;
+    return req->index < req->iovcnt ? unsent(req, req->index).iov_len : 0;
 }
 
 void next_buf(tl_write_req *req) noexcept {
@@ -157,25 +170,12 @@ int gather(tl_stream *s, struct iovec *v, int cap, bool whole_queue, size_t limi
     size_t bytes = 0;
     for (tl_write_req *req = s->wq_send; req && n < cap && bytes < limit; req = req->next) {
         check_caller_iov(req);
-        bool first = req == s->wq_send;
-        int i = first ? req->index : 0;
-        for (; i < req->iovcnt && n < cap && bytes < limit; ++i) {
-            size_t len, off = 0;
-            char *base;
-            if (req->iovcnt == 1) {
-                base = static_cast<char *>(req->bufs.one.iov_base);
-                len = req->bufs.one.iov_len;
-            } else {
-                off = first && i == req->index ? req->bufs.many.offset : 0;
-                base = static_cast<char *>(req->bufs.many.iov[i].iov_base) + off;
-                len = req->bufs.many.iov[i].iov_len - off;
-            }
-            if (len == 0) continue;
-            if (len > limit - bytes) len = limit - bytes;
-            v[n].iov_base = base;
-            v[n].iov_len = len;
-            bytes += len;
-            ++n;
+        for (int i = req->index; i < req->iovcnt && n < cap && bytes < limit; ++i) {
+            struct iovec b = unsent(req, i);
+            if (b.iov_len == 0) continue;
+            if (b.iov_len > limit - bytes) b.iov_len = limit - bytes;
+            v[n++] = b;
+            bytes += b.iov_len;
         }
         if (!whole_queue) break;
     }
@@ -183,9 +183,10 @@ int gather(tl_stream *s, struct iovec *v, int cap, bool whole_queue, size_t limi
     return n;
 }
 
-size_t req_bytes_left(const tl_write_req *req) noexcept {
-    size_t n = cur_left(req);
-    for (int i = req->index + 1; i < req->iovcnt; ++i) n += req->bufs.many.iov[i].iov_len;
+/* Bytes of req not yet sent. */
+static size_t req_bytes_left(const tl_write_req *req) noexcept {
+    size_t n = 0;
+    for (int i = req->index; i < req->iovcnt; ++i) n += unsent(req, i).iov_len;
     return n;
 }
 
