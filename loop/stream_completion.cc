@@ -124,8 +124,11 @@ void send_completion(tl_loop *loop, tl_stream *s, const ReadyEvent &ev) noexcept
     if (!req) return;
     if (s->flags & S_CLOSING) {
         /* The requests behind it were cancelled by the close. A send the
-           cancellation interrupted (-EINTR) was cancelled too. */
-        int status = ev.res == -EINTR ? -ECANCELED : ev.res < 0 ? ev.res : 0;
+           cancellation interrupted (-EINTR), or that found the socket full
+           and was not retried (-EAGAIN, from an io-wq worker), was
+           cancelled too: neither is the socket's error. */
+        bool interrupted = ev.res == -EINTR || ev.res == -EAGAIN;
+        int status = interrupted ? -ECANCELED : ev.res < 0 ? ev.res : 0;
         if (ev.res >= 0) {
             advance(loop, s, (size_t)ev.res);
             if (s->wq_send == req) status = -ECANCELED; /* bytes left */

@@ -311,4 +311,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
 #ifdef TL_FUZZ_REPLAY
 #include "replay.h"
+/* Found by this fuzzer on io_uring: a stream closed with a send in flight
+   whose completion was -EAGAIN (the kernel gave up on a full socket in an
+   io-wq worker) must report -ECANCELED to its write callback, not -EAGAIN.
+   The kernel's timing decides whether the input reaches it: about one
+   replay in two does on a 6.x kernel. */
+FUZZ_REGRESSION(closed_send_again_is_cancelled)
 #endif
