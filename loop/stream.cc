@@ -214,7 +214,11 @@ uint64_t streams_run_pending(tl_loop *loop) noexcept {
     tl_stream *s = loop->stream_pending_head;
     if (!s) return 0;
     /* This pass runs the streams pending now; those a callback makes pending
-       form the next pass's list. */
+       form the next pass's list, run after the next wait. Running them in
+       this iteration instead lets a sender whose writes go out at once run
+       ahead of a reader on the same loop until the reader's socket is full:
+       conn-bulk with up to 8 passes per iteration used 4.1x the CPU of one
+       pass, and 2 passes 0.99x. */
     loop->stream_pending_head = loop->stream_pending_tail = nullptr;
     uint64_t ran = 0;
     while (s) {

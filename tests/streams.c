@@ -434,6 +434,40 @@ Test(streams, read_stop_keeps_data_for_the_next_start) {
     free_loop(loop);
 }
 
+/* 32 KiB waiting in the socket, read in 256-byte buffers: the loop takes it
+ * all within two iterations (the readiness path from one event; the
+ * completion path from its multishot receive), so a reader keeps up with a
+ * peer that sends that much per iteration instead of letting its socket fill
+ * up. Counted in iterations, not timed. */
+Test(streams, one_event_takes_what_the_socket_holds) {
+    tl_loop *loop = new_loop_bufs(256, 256);
+    check_path(loop);
+    int p[2];
+    static rec r;
+    tl_stream s;
+    stream_on_pair(&s, &r, p);
+    static char data[32768];
+    for (size_t i = 0; i < sizeof data; ++i) data[i] = (char)(i * 7);
+    cr_assert(write(p[1], data, sizeof data) == (ssize_t)sizeof data);
+    cr_assert_eq(tl_stream_read_start(loop, &s, on_read), 0);
+    tl_loop_stats before, after;
+    tl_loop_stats_get(loop, &before);
+    tl_timer fs;
+    int fired;
+    start_failsafe(loop, &fs, &fired, 10000);
+    while (r.got < sizeof data && !fired) cr_assert(tl_loop_run(loop, TL_RUN_ONCE) >= 0);
+    tl_timer_stop(loop, &fs);
+    cr_assert(!fired, "the data never arrived");
+    tl_loop_stats_get(loop, &after);
+    uint64_t iterations = after.iterations - before.iterations;
+    cr_assert(iterations <= 2, "%llu iterations for 32 KiB in 256-byte reads",
+              (unsigned long long)iterations);
+    cr_assert(memcmp(r.buf, data, sizeof data) == 0, "bytes lost or reordered");
+    close_and_wait(loop, &s, &r);
+    close(p[1]);
+    free_loop(loop);
+}
+
 /* ---- 1,000 connections into 16 buffers ----------------------------------- */
 
 enum { kConns = 1000, kBytesPerConn = 20000 };
