@@ -102,6 +102,51 @@ tl_loop *tl::detail::loop_by_id(uint32_t id) noexcept {
     return found;
 }
 
+namespace {
+
+/* The loop's timers as the options and their resolution say; on failure
+   nothing is left open and the error is the one tl_loop_new reports. */
+int open_timers(tl_loop *loop, const tl_loop_options *opts, const LoopSettings &settings) {
+    const tl_timer_backend *backend = settings.timers;
+    tl_timer_config cfg = timer_config(opts->tick_ns, opts->wheel_slots);
+    int r = timers_open(loop, backend, cfg, settings.collect_flags, opts->max_timers,
+                        settings.max_timers_per_iteration);
+    if (r == 0) return 0;
+    timers_close(loop);
+    /* The backend refuses the configuration (a wheel larger than it allows)
+       if it can be created with the defaults. */
+    tl_timer_config defaults = timer_config(0, 0);
+    if (void *probe = backend->create(&defaults, 0)) {
+        backend->destroy(probe);
+        return fail_new(-EINVAL,
+                        "timer backend '%.64s' refuses tl_loop_options.tick_ns %llu with "
+                        "wheel_slots %u",
+                        settings.timers_name, (unsigned long long)cfg.tick_ns, cfg.wheel_slots);
+    }
+    return fail_new(-ENOMEM, "timer backend '%.64s': out of memory", settings.timers_name);
+}
+
+/* The loop's I/O backend of the kind asked for, and the loop in the list of
+   live ones; on failure neither, and the error reported. */
+int open_io(tl_loop *loop, const tl_loop_options *opts, tl_io_kind kind) {
+    int r = create_io(loop, kind, &loop->io);
+    if (r < 0 && kind == TL_IO_AUTO)
+        return fail_new(r, "no I/O backend could be created (epoll: %s)", tl_strerror(r));
+    if (r < 0)
+        return fail_new(
+            r, "the %s I/O backend (%s): %s", kind == TL_IO_EPOLL ? "epoll" : "io_uring",
+            opts->io != TL_IO_AUTO ? "tl_loop_options.io" : "environment variable TICKLOOP_IO",
+            tl_strerror(r));
+    r = live_add(loop);
+    if (r < 0) {
+        delete loop->io;
+        return fail_new(r, "out of memory for the loop");
+    }
+    return 0;
+}
+
+} // namespace
+
 extern "C" {
 
 TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts) {
@@ -132,40 +177,12 @@ TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts) {
                         opts->read_buffer_size, opts->read_buffer_count);
     }
 
-    const tl_timer_backend *backend = settings.timers;
-    tl_timer_config cfg = timer_config(opts->tick_ns, opts->wheel_slots);
-    r = timers_open(loop, backend, cfg, settings.collect_flags, opts->max_timers,
-                    settings.max_timers_per_iteration);
+    r = open_timers(loop, opts, settings);
     if (r < 0) {
-        timers_close(loop);
         std::free(loop);
-        /* The backend refuses the configuration (a wheel larger than it
-           allows) if it can be created with the defaults. */
-        tl_timer_config defaults = timer_config(0, 0);
-        if (void *probe = backend->create(&defaults, 0)) {
-            backend->destroy(probe);
-            return fail_new(-EINVAL,
-                            "timer backend '%.64s' refuses tl_loop_options.tick_ns %llu with "
-                            "wheel_slots %u",
-                            settings.timers_name, (unsigned long long)cfg.tick_ns, cfg.wheel_slots);
-        }
-        return fail_new(-ENOMEM, "timer backend '%.64s': out of memory", settings.timers_name);
+        return r;
     }
-    tl_io_kind kind = settings.io;
-    r = create_io(loop, kind, &loop->io);
-    if (r < 0 && kind == TL_IO_AUTO)
-        fail_new(r, "no I/O backend could be created (epoll: %s)", tl_strerror(r));
-    else if (r < 0)
-        fail_new(r, "the %s I/O backend (%s): %s", kind == TL_IO_EPOLL ? "epoll" : "io_uring",
-                 opts->io != TL_IO_AUTO ? "tl_loop_options.io" : "environment variable TICKLOOP_IO",
-                 tl_strerror(r));
-    if (r == 0) {
-        r = live_add(loop);
-        if (r < 0) {
-            fail_new(r, "out of memory for the loop");
-            delete loop->io;
-        }
-    }
+    r = open_io(loop, opts, settings.io);
     if (r < 0) {
         timers_close(loop);
         std::free(loop);
