@@ -1,27 +1,376 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * hwheel: the cascades (with the bind of a staged target), the staging
- * that works them off ahead of time, and the backend table. The layout and
- * invariants are at the top of hwheel.h.
+ * hwheel: a hierarchical timing wheel that covers the whole 64-bit range
+ * (the layout of tokio's and Linux's timer wheels, plus a per-slot minimum
+ * deadline).
+ *
+ * What it hands out and when is what both wheels keep (wheel_core.h, with
+ * the vocabulary: tick, fire tick e, cur, slot, due list, lazy, order, leeway,
+ * due); for overdue timers the tick in progress is cascaded first.
+ *
+ * Layout: kLevels levels of 64 slots, each slot a circular doubly-linked list
+ * threaded through tl_timer::link, one 64-bit occupancy word per level and a
+ * summary word with bit L set iff level L has an occupied slot. A timer with
+ * fire tick e >= cur is filed at level L = the six-bit group of the highest bit
+ * in which e and cur differ, slot s = the digit of e in that group. A level-0
+ * slot is one tick; a level-L slot spans 64^L ticks and starts at
+ * start(L, s) = (cur with the bits of levels <= L cleared) | s << 6L; each
+ * Level (below, as tokio's level.rs) owns its slots, their minimums and its
+ * occupancy word, and level_shift / level_span / slot_in name the kernel's
+ * LVL_SHIFT / LVL_GRAN / LVL_MASK arithmetic. The due list holds timers
+ * already found due by a cascade, and any inserted with e < cur.
+ *
+ * The levels at the default tick (1 ms; wheel_core.h). A timer whose fire
+ * tick is d ticks after cur files at the level whose range covers d; a slot
+ * of level L spans 64^L ticks, and the timer is cascaded down one level or
+ * more when its slot comes due, so it still fires within one tick of its
+ * deadline at every level (unlike the kernel's wheel, which fires a level's
+ * timers at its granularity, unless their leeway allows it: see below):
+ *
+ *   level | slot span (ticks) | slot span at 1 ms | deltas it holds, up to
+ *   ------+-------------------+-------------------+----------------------
+ *       0 |                 1 |              1 ms |               64 ms
+ *       1 |                64 |             64 ms |             4.096 s
+ *       2 |              4096 |           4.096 s |             4.4 min
+ *       3 |            262144 |           4.4 min |              4.66 h
+ *       4 |              2^24 |            4.66 h |             12.4 days
+ *       5 |              2^30 |         12.4 days |              2.18 y
+ *       6 |              2^36 |            2.18 y |               139 y
+ *       7 |              2^42 |             139 y |              8919 y
+ *       8 |              2^48 |            8919 y |           571 000 y
+ *       9 |              2^54 |         571 000 y |            36.5 My
+ *      10 |              2^60 |           36.5 My |     2^64 ticks (584 My)
+ *
+ * So an I/O timeout of seconds files at level 1 or 2 and cascades once or
+ * twice; a 30-day one starts at level 5. Level 10 uses 4 of its 6 bits.
+ *
+ * Invariants (checked by hwheel_check()):
+ * - Every occupied slot starts at or after cur (strictly after for L > 0), so
+ *   the lowest occupied level's lowest occupied slot holds the earliest timers:
+ *   next_expiry and pop_expired find it with two ctz, never scanning.
+ * - A timer's position (SlotPosition) holds its slot id (L * 64 + s, or
+ *   kDueSlot), so removal never recomputes it, and the lazy mark when it was
+ *   rescheduled later in place: without it, (L, s) is exactly where e files
+ *   relative to cur; with it, e >= start + 64^L, and the timer is re-filed
+ *   when its slot comes due (as tokio and Kafka's purgatory do). A slot never holds a timer it
+ * would fire early: e >= start(L, s).
+ * - A slot's minimum (Level::min) is a lower bound of the due times (fire
+ *   tick instants) in the slot and lies within the slot's ticks, so
+ *   max(minimum, first ns of the slot) of the first slot bounds every due
+ *   time inside: next_expiry. A cancel leaves it stale but low, which is
+ *   safe; the pop it causes refreshes it.
+ * - Due-list timers have e <= cur, or a deadline that had passed when a
+ *   cascade put them there; the list's minimum is a lower bound of their
+ *   deadlines.
+ * - count is the number of timers; the levels' bitmaps keep the invariants
+ *   of Levels.
+ * - Slots are FIFO lists. A slot of level L < top covers ticks of one slot of
+ *   level L + 1, and is filed into directly only once cur has entered that
+ *   slot, that is after it was cascaded; so a cascade appends into an empty
+ *   slot, and timers not moved stay in start order at every level.
+ *
+ * Expiry: when the first slot's start is <= now's tick, cur moves to that
+ * start. A level-0 slot's timers are returned, sorted by (deadline, start
+ * sequence) first if it is marked unsorted (lazy ones never reach level 0, they
+ * are re-filed by the cascade that empties their slot); a higher
+ * slot is cascaded: its timers are re-filed relative to the new cur, which puts
+ * each in a lower level. A timer thus moves at most kLevels - 1 times and fires
+ * within the tick after its deadline at any level; a jump of now costs
+ * O(occupied slots + timers moved), never O(ticks), since empty slots are
+ * skipped through the bitmaps.
+ *
+ * Order: tick by tick; within a tick in filing order, or in (deadline, start
+ * sequence) order when a timer of the tick was placed out of start order
+ * (wheel_core.h, "order"), so equal deadlines fire in start order.
+ *
+ * Leeway (wheel_core.h): a timer's fire tick is on its grid, and it is due
+ * at that tick's instant. A grid of 64^L ticks or more puts the fire tick at
+ * the start of its level-L slot, so such a timer leaves from level L without
+ * being cascaded, as the kernel's wheel fires a level's timers; a cascade
+ * also hands out every timer on a grid whose deadline has passed (once now
+ * reaches the slot's least due time), in any order within its window.
+ * cascaded_ counts the timers a cascade re-files (tl_detail_hwheel_cascades).
  */
-#include "hwheel.h"
+#include <cerrno>
+
+#include "backend_glue.h"
+#include "hwheel_levels.h"
+#include "node.h"
+#include "timers.h"
+#include "wheel_core.h"
 
 namespace tl::detail {
+namespace {
+
+/* Node: next, prev and the position (node.h's SlotPosition: slot id or
+   kDueSlot, grid, lazy and moved marks, start sequence). */
+static_assert(3 * sizeof(uintptr_t) <= timer_link_bytes, "hwheel node fits in tl_timer.link");
+
+/* The wheel: filing relative to cur, the lazy reschedule, cascades and pops. */
+class HWheel : public MallocNew {
+    Levels levels_;
+    StartLog log_;
+    TickClock clock_;
+    DueList due_;
+    uint64_t cur_;
+    size_t count_ = 0;
+    uint64_t cascaded_ = 0; /* timers re-filed by cascades, for benchmarks */
+
+    uint64_t start(unsigned level, unsigned slot) const noexcept {
+        unsigned shift = level_shift(level);
+        uint64_t high = shift + kSlotBits >= 64 ? 0 : cur_ & (~uint64_t(0) << (shift + kSlotBits));
+        return high | uint64_t(slot) << shift;
+    }
+
+    /* Pre: t in no list, e = t's fire tick on grid. Post: t appended
+       relative to cur with order (on the due list if e < cur), bitmaps and
+       minimum updated. Does not touch count. */
+    void place(tl_timer *t, uint64_t e, SlotPosition grid, SlotPosition order) noexcept {
+        if (e < cur_) {
+            /* Behind the timers already found due: sorted among them. */
+            order.with_moved().store(t);
+            due_.push(t);
+            return;
+        }
+        unsigned level = level_of(cur_, e);
+        unsigned slot = slot_in(level, e);
+        levels_.push(level, slot, t, clock_.due(e));
+        order.with(grid).in_slot(slot_id(level, slot)).store(t);
+        if (level == 0 && order.moved()) levels_.mark_unsorted(slot);
+    }
+
+    /* Pre: t inside. Post: t in no list; bits cleared if its slot emptied.
+       Does not touch count. */
+    void unfile(tl_timer *t) noexcept {
+        SlotPosition pos = SlotPosition::of(t);
+        if (pos.on_due_list()) {
+            due_.unlink(t);
+            return;
+        }
+        unsigned id = unsigned(pos.slot());
+        levels_.unlink(id / kSlots, id % kSlots, t);
+    }
+
+    /* Pre: (level, slot) is the first occupied slot, level > 0, it starts at
+       or before now's tick + 1, the due list is empty. Post: cur = its
+       start; on the due list, its timers whose fire tick is that start and
+       that are due by now, and those on a grid whose deadline has passed
+       (inside their window: the slot is emptied no later than its least due
+       time, and only once now reaches that, so that nothing comes out
+       before next_expiry); the others re-filed, each at a lower level (or
+       where a lazy deadline now says), in slot order, each keeping its start
+       sequence and moved mark. So a timer on a grid of 64^level ticks or
+       more, whose fire tick starts its slot, is never cascaded, and one on a
+       finer grid is not either once its deadline has passed. */
+    void cascade(unsigned level, unsigned slot, uint64_t slot_start, uint64_t now) noexcept;
+
+    /* Pre: level-0 slot is the first occupied, its tick slot_start is now's
+       tick + 1, a timer was filed overdue. Post: cur = slot_start; its
+       timers whose deadline is <= now are on the due list, the rest back in
+       the slot, in slot order. */
+    void collect_passed(unsigned slot, uint64_t slot_start, uint64_t now) noexcept;
+
+    /* The due list's next timer, removed; NULL if it is empty. */
+    tl_timer *pop_due() noexcept {
+        if (!due_.head) return nullptr;
+        --count_;
+        return due_.pop();
+    }
+
+public:
+    const TickClock &clock() const noexcept { return clock_; }
+    /* Pre: t in no list, e = its fire tick on grid. Post: t started (a new
+       start sequence) and placed there; noted if overdue. */
+    void file(tl_timer *t, uint64_t e, SlotPosition grid) noexcept {
+        log_.filed_at(t->deadline);
+        place(t, e, grid, log_.started());
+    }
+
+    /* Tick order only: a timer fires within the tick after its deadline. */
+    static constexpr uint32_t kCaps = 0;
+
+    static bool accepts(const tl_timer_config &cfg) noexcept { return cfg.tick_ns != 0; }
+
+    HWheel(const tl_timer_config &cfg, uint64_t now) noexcept : log_(now), clock_(cfg.tick_ns) {
+        uint64_t r;
+        cur_ = clock_.floor(now, r);
+    }
+    /* Everything is inside the object. */
+    bool allocate() noexcept { return true; }
+
+    /* Pre: t not inside, t->deadline set (any value, even before now). Post:
+       t inside, filed at the level and slot of its fire tick (on the due
+       list if that tick has passed). O(1); never fails, never allocates. */
+    int insert(tl_timer *t) noexcept {
+        file_new(*this, t);
+        ++count_;
+        return 0;
+    }
+
+    /* timer_backend.h's reserve: an insert never fails, so there is always
+       room (and the loop parks a due start until its dispatch ends rather
+       than inserting it at once, as it must for a backend without one). */
+    int reserve_more(const tl_timer *, size_t) noexcept { return 0; }
+
+    /* Pre: t inside. Post: t not inside. O(1): the slot id is in t. */
+    void remove(tl_timer *t) noexcept {
+        unfile(t);
+        --count_;
+    }
+
+    /* Pre: t inside. Post: t->deadline == deadline, t inside and due at the
+       new fire tick (on the grid of its leeway now), with a new start
+       sequence. Same slot: the deadline is rewritten in place. A later fire
+       tick beyond a level > 0 slot leaves the timer there, marked lazy, to
+       be re-filed when the slot comes due: heartbeats cost O(1) and touch no
+       list. Both mark it moved. Earlier: moved now (an unlink and an append,
+       also O(1)). */
+    [[gnu::always_inline]] void reschedule(tl_timer *t, uint64_t deadline) noexcept {
+        reschedule_on_grid_of_leeway(*this, t, deadline);
+    }
+
+    /* e: the fire tick of deadline on grid (the old grid does not matter:
+       the in-place paths compare e with the slot's start). */
+    [[gnu::always_inline]] void reschedule_to(tl_timer *t, uint64_t deadline, uint64_t e,
+                                              SlotPosition grid) noexcept {
+        SlotPosition pos = SlotPosition::of(t);
+        /* An overdue timer is moved: its slot, due now, would otherwise be
+           emptied for nothing (a spurious zero timeout). */
+        if (!pos.on_due_list() && e >= cur_ && t->deadline > log_.now()) {
+            unsigned id = unsigned(pos.slot());
+            unsigned level = id / kSlots, slot = id % kSlots;
+            uint64_t slot_start = start(level, slot);
+            if (level == 0) {
+                if (e == slot_start) {
+                    t->deadline = deadline;
+                    log_.started().with_moved().in_slot(id).with(grid).store(t);
+                    levels_.mark_unsorted(slot);
+                    log_.filed_at(deadline);
+                    return; /* the slot's minimum is this tick's instant */
+                }
+            } else if (e >= slot_start) {
+                t->deadline = deadline;
+                log_.filed_at(deadline);
+                levels_.at(level).lower_min(slot, clock_.due(e));
+                log_.started()
+                    .with_moved()
+                    .in_slot(id)
+                    .with(grid)
+                    .with_lazy(e - slot_start >= level_span(level))
+                    .store(t);
+                return;
+            }
+        }
+        move(t, deadline, e, grid);
+    }
+
+    /* reschedule's slow path, out of line so that the in-place paths above
+       need no saved registers. */
+    [[gnu::noinline]] void move(tl_timer *t, uint64_t deadline, uint64_t e,
+                                SlotPosition grid) noexcept {
+        unfile(t);
+        t->deadline = deadline;
+        file(t, e, grid);
+    }
+
+    /* A lower bound of every due time inside (a fire tick's instant; exact
+       unless a cancel or a lazy reschedule left a slot's minimum low): no
+       timer fires before it, and popping at it returns a timer or moves the
+       stale slot on. */
+    uint64_t next_expiry() const noexcept {
+        uint64_t next = UINT64_MAX;
+        bool overdue = false;
+        if (levels_.any()) {
+            unsigned level = levels_.first_level();
+            unsigned slot = levels_.first_slot(level);
+            uint64_t slot_start = start(level, slot);
+            uint64_t lower = clock_.first_ns(slot_start);
+            uint64_t min = levels_.at(level).min(slot);
+            next = min > lower ? min : lower;
+            if (log_.overdue() < next) {
+                overdue = holds_overdue(level, slot, slot_start);
+                /* Dropped, or a later pop would act on it for timers that
+                   were never noted, before the time said here. */
+                if (!overdue) log_.drop_overdue();
+            }
+        }
+        /* Due-list timers taken early by a cascade may sit before slots with
+           earlier deadlines: the lesser of the two. */
+        if (due_.head && due_.min < next) next = due_.min;
+        /* An overdue timer's deadline, if the next pop hands one out: the
+           note outlives a timer restarted or stopped since, and a past time
+           with nothing due would make the loop run an empty iteration. */
+        if (overdue && log_.overdue() < next) next = log_.overdue();
+        return next;
+    }
+
+    /* Whether pop_expired(now) would hand out a timer filed overdue, the
+       first slot being (level, slot) from slot_start: its start has passed
+       (it is due anyway), or it is the tick in progress and holds a timer of
+       that tick whose deadline has passed (the pop's cascade files it at
+       level 0, and collect_passed takes it). */
+    bool holds_overdue(unsigned level, unsigned slot, uint64_t slot_start) const noexcept {
+        return slot_holds_overdue(clock_, levels_.at(level).head(slot), slot_start, log_.now());
+    }
+
+    /* Pre: now >= every earlier now. Post: returns a timer with fire tick <=
+       now's tick, or of the next tick with its deadline <= now when a timer
+       was filed overdue since the last pop, removed, in tick order; NULL
+       once none is left, with cur at now's tick (its successor after a visit
+       for overdue timers) and every slot that started by then cascaded. */
+    tl_timer *pop_expired(uint64_t now) noexcept {
+        uint64_t nt = clock_.now_tick(now);
+        log_.popping(now);
+        for (;;) {
+            if (tl_timer *t = pop_due()) return t;
+            if (!levels_.any()) break;
+            unsigned level = levels_.first_level();
+            unsigned slot = levels_.first_slot(level);
+            uint64_t slot_start = start(level, slot);
+            if (slot_start > nt) {
+                /* The tick in progress, for overdue timers only. */
+                if (log_.overdue() == UINT64_MAX || slot_start - nt > 1) break;
+                if (level > 0) {
+                    cascade(level, slot, slot_start, now);
+                } else {
+                    log_.clear_overdue();
+                    collect_passed(slot, slot_start, now);
+                }
+                continue;
+            }
+            if (level > 0) {
+                cascade(level, slot, slot_start, now);
+                continue;
+            }
+            /* Level 0 holds exact timers only (lazy ones exist above it): the
+               whole slot is due. */
+            cur_ = slot_start;
+            levels_.sort_level0(slot);
+            tl_timer *t = levels_.at(0).list(slot);
+            unfile(t);
+            --count_;
+            return t;
+        }
+        log_.clear_overdue();
+        if (nt > cur_) cur_ = nt;
+        return nullptr;
+    }
+
+    size_t count() const noexcept { return count_; }
+    uint64_t cascaded() const noexcept { return cascaded_; }
+
+    /* The walker: every invariant above; NULL or the first broken one. */
+    const char *check() const noexcept;
+
+private:
+    const char *check_slot(unsigned level, unsigned slot, size_t &seen) const noexcept;
+};
 
 [[gnu::noinline]] void HWheel::cascade(unsigned level, unsigned slot, uint64_t slot_start,
                                        uint64_t now) noexcept {
     uint64_t early = levels_.at(level).min(slot) <= now ? now : 0;
-    /* A target's stage becomes the level below; its bucket 0 (ticks below
-       that level's first slot), then the timers never staged (filed after
-       the staged ones, so order holds), are re-filed. */
-    tl_timer *bucket0 = levels_.is_target(level, slot) ? levels_.bind(level) : nullptr;
-    tl_timer *rest = levels_.take(level, slot);
+    tl_timer *t = levels_.take(level, slot);
     cur_ = slot_start;
-    refile(bucket0, slot_start, now, early);
-    refile(rest, slot_start, now, early);
-}
-
-void HWheel::refile(tl_timer *t, uint64_t slot_start, uint64_t now, uint64_t early) noexcept {
     while (t) {
         tl_timer *n = next_of(t);
         SlotPosition pos = SlotPosition::of(t);
@@ -33,30 +382,6 @@ void HWheel::refile(tl_timer *t, uint64_t slot_start, uint64_t now, uint64_t ear
             ++cascaded_;
         }
         t = n;
-    }
-}
-
-void HWheel::stage_ahead() noexcept {
-    for (uint64_t above = levels_.summary() & ~uint64_t(1); above; above &= above - 1) {
-        unsigned level = unsigned(__builtin_ctzll(above));
-        if (!levels_.stage_occupied(level)) levels_.aim(level, levels_.first_slot(level));
-        const StageTarget &tg = levels_.target(level);
-        if (tg.stuck) continue;
-        tl_timer *&list = levels_.at(level).list(tg.slot);
-        for (unsigned n = 0; n < kStageBudget && list; ++n) {
-            tl_timer *t = list;
-            SlotPosition pos = SlotPosition::of(t);
-            if (pos.lazy() || pos.grid_exponent()) {
-                levels_.mark_stuck(level);
-                break;
-            }
-            levels_.unlink(pos.slot(), t);
-            uint64_t e = clock_.fire_tick(t);
-            uintptr_t id =
-                levels_.stage_push(level, slot_in(level - 1, e), t, clock_.due(e), pos.moved());
-            pos.order().in_slot(id).store(t);
-            ++cascaded_;
-        }
     }
 }
 
@@ -75,7 +400,87 @@ void HWheel::stage_ahead() noexcept {
     }
 }
 
+const char *HWheel::check() const noexcept {
+    size_t seen = 0;
+    if (const char *broken = due_.check(clock_, cur_, log_.now(), seen, count_, "hwheel"))
+        return broken;
+    uint64_t levels = 0;
+    for (unsigned level = 0; level < kLevels; ++level) {
+        for (unsigned slot = 0; slot < kSlots; ++slot) {
+            if (const char *broken = check_slot(level, slot, seen)) return broken;
+            if (levels_.at(level).head(slot)) levels |= bit(level);
+        }
+    }
+    uint64_t unsorted = levels_.unsorted0() & ~levels_.occupied(0);
+    if (unsorted)
+        return check_failed("hwheel: empty level-0 slots marked unsorted: %#llx",
+                            (unsigned long long)unsorted);
+    if (levels != levels_.summary())
+        return check_failed("hwheel: level summary %#llx, occupied levels %#llx",
+                            (unsigned long long)levels_.summary(), (unsigned long long)levels);
+    if (seen != count_) return check_failed("hwheel: %zu timers linked, count %zu", seen, count_);
+    return nullptr;
+}
+
+/* One slot's part of the walker: bit, start, minimum, links, positions. */
+const char *HWheel::check_slot(unsigned level, unsigned slot, size_t &seen) const noexcept {
+    const Level &lv = levels_.at(level);
+    const tl_timer *head = lv.head(slot);
+    bool occupied = (levels_.occupied(level) >> slot) & 1;
+    if (occupied != (head != nullptr))
+        return check_failed("hwheel: occupancy bit of slot %u/%u is %d, slot %s", level, slot,
+                            occupied, head ? "non-empty" : "empty");
+    if (!head) return nullptr;
+    if (level == kLevels - 1 && slot >= (kSlots >> (kLevels * kSlotBits - 64)))
+        return check_failed("hwheel: top-level slot %u beyond 64 bits", slot);
+    uint64_t slot_start = start(level, slot);
+    if (level == 0 ? slot_start < cur_ : slot_start <= cur_)
+        return check_failed("hwheel: slot %u/%u starts at %llu, not after cur %llu", level, slot,
+                            (unsigned long long)slot_start, (unsigned long long)cur_);
+    uint64_t min = lv.min(slot);
+    uint64_t last_tick = slot_start + (level_span(level) - 1);
+    if (min < clock_.first_ns(slot_start) || min > clock_.time_of(last_tick))
+        return check_failed("hwheel: slot %u/%u minimum %llu outside its ticks", level, slot,
+                            (unsigned long long)min);
+    const tl_timer *t = head;
+    do {
+        SlotPosition pos = SlotPosition::of(t);
+        if (++seen > count_)
+            return check_failed("hwheel: more timers linked than count %zu", count_);
+        if (prev_of(next_of(t)) != t || next_of(prev_of(t)) != t)
+            return check_failed("hwheel: broken links in slot %u/%u", level, slot);
+        if (pos.slot() != slot_id(level, slot))
+            return check_failed("hwheel: timer in slot %u/%u records slot id %u", level, slot,
+                                unsigned(pos.slot()));
+        uint64_t e = clock_.fire_tick(t);
+        if (!pos.lazy()) {
+            unsigned want_level = level_of(cur_, e);
+            unsigned want_slot = slot_in(want_level, e);
+            if (e < cur_ || want_level != level || want_slot != slot)
+                return check_failed("hwheel: timer with fire tick %llu in slot %u/%u, "
+                                    "belongs in %u/%u (cur %llu)",
+                                    (unsigned long long)e, level, slot, want_level, want_slot,
+                                    (unsigned long long)cur_);
+        } else if (level == 0 || e < slot_start || e - slot_start < level_span(level)) {
+            return check_failed("hwheel: lazy mark on a timer with fire tick %llu in "
+                                "slot %u/%u that needs none",
+                                (unsigned long long)e, level, slot);
+        }
+        if (min > clock_.due(e))
+            return check_failed("hwheel: slot %u/%u minimum %llu above due time %llu", level, slot,
+                                (unsigned long long)min, (unsigned long long)clock_.due(e));
+        t = next_of(t);
+    } while (t != head);
+    return nullptr;
+}
+
+} // namespace
+
 const tl_timer_backend hwheel_backend = make_backend<HWheel>("hwheel");
+
+const char *hwheel_check(void *self) {
+    return backend_check<HWheel>(self);
+}
 
 } // namespace tl::detail
 

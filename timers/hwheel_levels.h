@@ -31,7 +31,7 @@ inline constexpr unsigned kSlotMask = kSlots - 1;
  * bits. No overflow list and no maximum timeout. */
 inline constexpr unsigned kLevels = (64 + kSlotBits - 1) / kSlotBits;
 static_assert(kLevels <= 64, "the summary word has one bit per level");
-static_assert(2 * kLevels * kSlots < SlotPosition::kDueSlot, "slot ids stay below kDueSlot");
+static_assert(kLevels * kSlots < SlotPosition::kDueSlot, "slot ids stay below kDueSlot");
 
 constexpr uint64_t bit(unsigned i) noexcept {
     return uint64_t(1) << i;
@@ -53,10 +53,9 @@ constexpr unsigned slot_in(unsigned level, uint64_t e) noexcept {
 inline unsigned level_of(uint64_t cur, uint64_t e) noexcept {
     return unsigned(63 - __builtin_clzll((cur ^ e) | kSlotMask)) / kSlotBits;
 }
-/* Slot ids, as a timer's position records them: bank * kSlots + slot, where
-   bank = level * 2 + which of the level's two banks (Levels). */
-constexpr uintptr_t slot_id(unsigned bank, unsigned slot) noexcept {
-    return uintptr_t(bank * kSlots + slot);
+/* Slot ids, as a timer's position records them: level * kSlots + slot. */
+constexpr uintptr_t slot_id(unsigned level, unsigned slot) noexcept {
+    return uintptr_t(level * kSlots + slot);
 }
 
 class Level {
@@ -70,14 +69,11 @@ public:
     void lower_min(unsigned slot, uint64_t due) noexcept {
         if (due < min_[slot]) min_[slot] = due;
     }
-    void reset_min(unsigned slot, uint64_t due) noexcept { min_[slot] = due; }
-    /* Appends t, due at due; its minimum follows, or starts over if the
-       list was empty and `fresh` says so (a slot whose stage holds timers is
-       not). True if the list was empty. */
-    template <class Fresh>
-    bool push(unsigned slot, tl_timer *t, uint64_t due, Fresh fresh) noexcept {
+    /* Appends t, due at due, its minimum following. True if the slot was
+       empty. */
+    bool push(unsigned slot, tl_timer *t, uint64_t due) noexcept {
         bool was_empty = !heads_[slot];
-        if (was_empty ? fresh() || due < min_[slot] : due < min_[slot]) min_[slot] = due;
+        if (was_empty || due < min_[slot]) min_[slot] = due;
         list_push(heads_[slot], t, false);
         return was_empty;
     }
@@ -87,61 +83,25 @@ public:
         return !heads_[slot];
     }
     /* Detaches the slot's whole list as a NULL-terminated chain. */
-    tl_timer *take(unsigned slot) noexcept {
-        return heads_[slot] ? list_take(heads_[slot]) : nullptr;
-    }
+    tl_timer *take(unsigned slot) noexcept { return list_take(heads_[slot]); }
 };
 static_assert(sizeof(Level) == kSlots * 16, "a level's arrays stay a power of two");
 
-/* Timers moved from each target's list into its stage per pop that finds
- * nothing more due: tens of nanoseconds each, so such a pop adds tens of
- * microseconds at most, and a slot of n timers is staged within n / 1024 of
- * them. */
-inline constexpr unsigned kStageBudget = 1024;
-
-/* A staging target: the slot of a level L >= 1 whose timers are sorted
- * ahead of its cascade into the spare bank of level L - 1 (its buckets, one
- * per digit at L - 1), so that the cascade swaps banks instead of re-filing
- * them all in one pop. Chosen as the level's first slot whenever its stage
- * is empty; a target with an empty stage is only a slot number. */
-struct StageTarget {
-    static constexpr uint8_t kNone = 0xff;
-    uint8_t slot = kNone; /* the target slot at its level, or kNone */
-    bool stuck = false;   /* its list's head cannot be staged (lazy or on a grid) */
-};
-
 class Levels {
-    /* Two banks per level, bank p = level * 2 + 0 or 1: one holds the
-       level's slots, the other (the spare) the stage of the target one
-       level up. */
-    Level banks_[kLevels * 2];
-    uint64_t occupied_[kLevels] = {}; /* per level, bit s: its slot s holds a timer */
-    uint64_t staged_[kLevels] = {};   /* per level, bit b: its spare's bucket b does */
+    Level levels_[kLevels];
+    uint64_t occupied_[kLevels] = {}; /* per level, bit s: slot s holds a timer */
     uint64_t summary_ = 0;            /* bit L: level L has an occupied slot */
-    uint64_t unsorted0_ = 0;          /* level-0 slots holding a moved timer */
-    uint64_t unsorted0_spare_ = 0;    /* level-0 buckets holding one */
-    uint8_t active_[kLevels];         /* per level: the bank of its slots */
-    uint32_t spares_;                 /* bit p: bank p is a spare */
-    StageTarget targets_[kLevels];    /* by target level; targets_[0] unused */
+    uint64_t unsorted0_ = 0;          /* bit s: level-0 slot s holds a moved timer, unsorted */
 
-    bool stage_holds(unsigned level) const noexcept {
-        return targets_[level].slot != StageTarget::kNone && staged_[level - 1];
+    void emptied(unsigned level, unsigned slot) noexcept {
+        occupied_[level] &= ~bit(slot);
+        if (!occupied_[level]) summary_ &= ~bit(level);
+        if (level == 0) unsorted0_ &= ~bit(slot);
     }
-    void emptied(unsigned bank, unsigned slot) noexcept;
 
 public:
-    Levels() noexcept {
-        spares_ = 0;
-        for (unsigned level = 0; level < kLevels; ++level) {
-            active_[level] = uint8_t(level * 2);
-            spares_ |= uint32_t(2) << (level * 2);
-        }
-    }
-    /* The bank that holds the level's slots. */
-    unsigned bank_of(unsigned level) const noexcept { return active_[level]; }
-    const Level &at(unsigned level) const noexcept { return banks_[active_[level]]; }
-    Level &at(unsigned level) noexcept { return banks_[active_[level]]; }
-    Level &bank(unsigned b) noexcept { return banks_[b]; }
+    const Level &at(unsigned level) const noexcept { return levels_[level]; }
+    Level &at(unsigned level) noexcept { return levels_[level]; }
     bool any() const noexcept { return summary_; }
     uint64_t summary() const noexcept { return summary_; }
     uint64_t occupied(unsigned level) const noexcept { return occupied_[level]; }
@@ -152,115 +112,30 @@ public:
         return unsigned(__builtin_ctzll(occupied_[level]));
     }
 
-    /* Appends t to a slot of the level, due at due; returns its slot id. */
-    uintptr_t push(unsigned level, unsigned slot, tl_timer *t, uint64_t due) noexcept {
-        unsigned b = active_[level];
-        auto fresh = [&] { return !(occupied_[level] & bit(slot)); };
-        if (banks_[b].push(slot, t, due, fresh)) {
+    void push(unsigned level, unsigned slot, tl_timer *t, uint64_t due) noexcept {
+        if (levels_[level].push(slot, t, due)) {
             occupied_[level] |= bit(slot);
             summary_ |= bit(level);
         }
-        return slot_id(b, slot);
     }
-    /* Removes t, which is in the slot or bucket `id` names. */
-    void unlink(uintptr_t id, tl_timer *t) noexcept {
-        unsigned b = unsigned(id / kSlots), slot = unsigned(id % kSlots);
-        if (banks_[b].unlink(slot, t)) emptied(b, slot);
+    void unlink(unsigned level, unsigned slot, tl_timer *t) noexcept {
+        if (levels_[level].unlink(slot, t)) emptied(level, slot);
     }
     tl_timer *take(unsigned level, unsigned slot) noexcept {
-        unsigned b = active_[level];
-        tl_timer *t = banks_[b].take(slot);
-        emptied(b, slot);
+        tl_timer *t = levels_[level].take(slot);
+        emptied(level, slot);
         return t;
     }
-    /* Level-0 slot `slot` of bank b holds a timer placed out of start order. */
-    void mark_unsorted(unsigned b, unsigned slot) noexcept {
-        (b == active_[0] ? unsorted0_ : unsorted0_spare_) |= bit(slot);
-    }
+    /* Level-0 slot holds a timer placed out of start order. */
+    void mark_unsorted(unsigned slot) noexcept { unsorted0_ |= bit(slot); }
     /* Sorts level-0 slot by fires_before if it is marked unsorted. */
     void sort_level0(unsigned slot) noexcept {
         if (unsorted0_ & bit(slot)) [[unlikely]] {
-            list_sort(banks_[active_[0]].list(slot), fires_before);
+            list_sort(levels_[0].list(slot), fires_before);
             unsorted0_ &= ~bit(slot);
         }
     }
-
-    /* Staging. A spare bank holds a stage: its timers are only ever moved,
-       not rescheduled in place. */
-    bool staged(unsigned bank) const noexcept { return (spares_ >> bank) & 1; }
-    const StageTarget &target(unsigned level) const noexcept { return targets_[level]; }
-    bool is_target(unsigned level, unsigned slot) const noexcept {
-        return targets_[level].slot == slot;
-    }
-    /* The bank that holds the stage of the level's target, and its buckets. */
-    unsigned stage_bank(unsigned level) const noexcept { return active_[level - 1] ^ 1; }
-    const Level &stage(unsigned level) const noexcept { return banks_[stage_bank(level)]; }
-    uint64_t stage_occupied(unsigned level) const noexcept { return staged_[level - 1]; }
-    /* Makes slot the level's target. Pre: level >= 1, its stage empty. */
-    void aim(unsigned level, unsigned slot) noexcept {
-        targets_[level] = StageTarget{uint8_t(slot), false};
-    }
-    void mark_stuck(unsigned level) noexcept { targets_[level].stuck = true; }
-    /* Appends t, taken from the head of the target's list, to bucket
-       `bucket` of the level's target, due at due; the target slot stays
-       occupied and its minimum covers t. `moved`: t is out of start order.
-       Returns the bucket's id. */
-    uintptr_t stage_push(unsigned level, unsigned bucket, tl_timer *t, uint64_t due,
-                         bool moved) noexcept;
-    /* The cascade of the level's target: its stage becomes level - 1's slots
-       (level - 1 is empty), the target ends. Returns bucket 0, the timers
-       that file below level - 1, as a NULL-terminated chain. */
-    tl_timer *bind(unsigned level) noexcept;
 };
-
-inline void Levels::emptied(unsigned b, unsigned slot) noexcept {
-    unsigned level = b / 2;
-    if (b != active_[level]) {
-        /* A bucket: its target stays occupied while its list or stage does. */
-        staged_[level] &= ~bit(slot);
-        if (level == 0) unsorted0_spare_ &= ~bit(slot);
-        unsigned up = level + 1, slot_up = targets_[up].slot;
-        if (!staged_[level] && !banks_[active_[up]].head(slot_up)) emptied(active_[up], slot_up);
-        return;
-    }
-    if (level > 0 && is_target(level, slot) && stage_holds(level)) return;
-    occupied_[level] &= ~bit(slot);
-    if (level == 0) unsorted0_ &= ~bit(slot);
-    if (!occupied_[level]) summary_ &= ~bit(level);
-}
-
-inline uintptr_t Levels::stage_push(unsigned level, unsigned bucket, tl_timer *t, uint64_t due,
-                                    bool moved) noexcept {
-    unsigned slot = targets_[level].slot, below = level - 1, b = stage_bank(level);
-    if (!(occupied_[level] & bit(slot))) {
-        /* The target's minimum starts over with its first timer. */
-        banks_[active_[level]].reset_min(slot, due);
-        occupied_[level] |= bit(slot);
-        summary_ |= bit(level);
-    } else {
-        banks_[active_[level]].lower_min(slot, due);
-    }
-    banks_[b].push(bucket, t, due, [] { return true; });
-    staged_[below] |= bit(bucket);
-    if (moved && below == 0) unsorted0_spare_ |= bit(bucket);
-    return slot_id(b, bucket);
-}
-
-inline tl_timer *Levels::bind(unsigned level) noexcept {
-    unsigned below = level - 1;
-    active_[below] ^= 1;
-    spares_ ^= uint32_t(3) << (2 * below);
-    occupied_[below] = staged_[below];
-    staged_[below] = 0;
-    if (below == 0) {
-        unsorted0_ = unsorted0_spare_;
-        unsorted0_spare_ = 0;
-    }
-    if (occupied_[below]) summary_ |= bit(below);
-    targets_[level].slot = StageTarget::kNone;
-    if (!(occupied_[below] & 1)) return nullptr;
-    return take(below, 0);
-}
 
 } // namespace tl::detail
 
