@@ -2,7 +2,8 @@
 /*
  * bench-cascade-burst: the delayed-tasks workload of bench-timer-peers
  * (1,000,000 timers with delays uniform in [3.1 s, 5 s], 90% cancelled in
- * random order, 100,000 fire) driven through a backend's vtable the way the
+ * random order, 100,000 fire; the same delays and cancel order, from
+ * delayed_tasks.h) driven through a backend's vtable the way the
  * loop drives it, with simulated time: the "loop" wakes at next_expiry() and
  * pops everything due. So what a wheel does in one wake-up is measured
  * without the machine's scheduler in the way, and the counts do not depend
@@ -24,35 +25,22 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <ctime>
 #include <numeric>
 #include <vector>
 
 #include <benchmark/benchmark.h>
 #include <tickloop/timer_backend.h>
 
+#include "delayed_tasks.h"
+#include "latency.h"
 #include "timers/timers.h"
 
 namespace {
 
-constexpr size_t kN = 1000000, kSurvivors = 100000;
-constexpr uint64_t kDelayMin = 3100000000ull, kDelaySpan = 1900000000ull;
+using namespace bench;
+
 /* An arbitrary start, not aligned to any level of the wheels. */
 constexpr uint64_t kStart = 987654321012345ull;
-
-uint64_t cpu_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
-
-struct Rng {
-    uint64_t s;
-    uint64_t below(uint64_t n) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        return (s >> 11) % n;
-    }
-};
 
 struct Result {
     uint64_t wakeups = 0, max_moved = 0, max_wakeup_ns = 0, fired = 0;
@@ -61,22 +49,23 @@ struct Result {
 
 Result run_once(const tl_timer_backend *b, bool hwheel) {
     tl_timer_config cfg{1000000, 4096}; /* the loop's defaults */
-    std::vector<tl_timer> timers(kN);
-    std::vector<uint32_t> order(kN);
-    Rng rng{42};
+    const size_t n = kDelayedN;
+    std::vector<tl_timer> timers(n);
+    std::vector<uint32_t> order(n);
+    Rng rng(kDelayedSeed);
     uint64_t now = kStart;
     void *self = b->create(&cfg, now);
     Result r;
     if (!self) return r;
-    for (size_t i = 0; i < kN; ++i) {
+    for (size_t i = 0; i < n; ++i) {
         std::memset(&timers[i], 0, sizeof timers[i]);
         timers[i].deadline = now + kDelayMin + rng.below(kDelaySpan);
         if (b->insert(self, &timers[i]) != 0) return r;
     }
     std::iota(order.begin(), order.end(), 0u);
-    for (size_t i = kN - 1; i > 0; --i) std::swap(order[i], order[rng.below(i + 1)]);
-    for (size_t k = 0; k < kN - kSurvivors; ++k) b->remove(self, &timers[order[k]]);
-    r.late.reserve(kSurvivors);
+    for (size_t i = n - 1; i > 0; --i) std::swap(order[i], order[rng.below(i + 1)]);
+    for (size_t k = 0; k < n - kDelayedSurvivors; ++k) b->remove(self, &timers[order[k]]);
+    r.late.reserve(kDelayedSurvivors);
     uint64_t cascades = hwheel ? tl_detail_hwheel_cascades(self) : 0;
     while (b->count(self)) {
         uint64_t next = b->next_expiry(self);
@@ -108,7 +97,7 @@ void BM_delayed(benchmark::State &state, const char *name) {
     bool hwheel = std::strcmp(name, "hwheel") == 0;
     Result r;
     for (auto _ : state) r = run_once(b, hwheel);
-    if (r.fired != kSurvivors) {
+    if (r.fired != kDelayedSurvivors) {
         state.SkipWithError("lost or extra timers");
         return;
     }

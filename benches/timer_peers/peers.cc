@@ -62,6 +62,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../delayed_tasks.h"
 #include "../latency.h"
 #include "../ops_tickloop.h"
 #if TL_BENCH_HAVE_LIBEV
@@ -77,11 +78,8 @@ namespace {
 
 using namespace bench;
 
-/* The workloads' sizes and seeds; Peers.java and peers.go use the same. */
-constexpr size_t kDelayedN = 1000000;
-constexpr size_t kDelayedSurvivors = 100000;
-constexpr uint64_t kDelayMin = 3100 * kMs, kDelaySpan = 1900 * kMs;
-constexpr uint64_t kDelayedSeed = 0x64656c61796564ull;
+/* The workloads' sizes and seeds (delayed tasks: delayed_tasks.h); Peers.java
+   and peers.go use the same. */
 constexpr size_t kHeartbeatN = 1000000;
 constexpr size_t kRestarts = 10000000;
 constexpr uint64_t kHeartbeat = 30 * kSec;
