@@ -90,8 +90,9 @@ static void on_accept(struct ev_loop *l, ev_io *w, int revents) {
 
 static void on_signal(struct ev_loop *l, ev_signal *w, int revents) {
     (void)revents;
-    char extra[32];
-    snprintf(extra, sizeof extra, "conn_bytes=%zu", sizeof(struct conn));
+    char extra[64];
+    snprintf(extra, sizeof extra, "conn_bytes=%zu iterations=%u", sizeof(struct conn),
+             ev_iteration(loop));
     cb_print_stats("libev", extra);
     if (w->signum == SIGTERM) ev_break(l, EVBREAK_ALL);
 }
