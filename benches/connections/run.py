@@ -17,12 +17,15 @@ heartbeat.
 For each server in turn (rounds interleaved: every server once, then again):
   1. the clients open 10% of the connections and pause; memory is read
      (server RSS from /proc/PID/status, kernel Slab from /proc/meminfo);
-  2. they open the other 90%: the setup rate, and memory again: the
-     per-connection figures are the growth over those 90% (fixed costs such
-     as the loop's buffers stay out of them);
+  2. they open the other 90%: the setup rate, the servers' CPU per
+     accepted connection, and memory again: the per-connection figures are
+     the growth over those 90% (fixed costs such as the loop's buffers stay
+     out of them);
   3. half an interval later, --window intervals of heartbeats: server CPU
-     per heartbeat (the servers' own getrusage), and how long after its send
-     each heartbeat restarted its timer;
+     per heartbeat (the servers' own getrusage; user and system apart),
+     heartbeats per wake-up (loop iterations, where the server reports
+     them: tickloop and libev), and how long after its send each heartbeat
+     restarted its timer;
   4. once every silent connection is past its timeout: idle closes, checked
      by the clients (exactly the silent ones, each one timeout after its
      last heartbeat) and by the servers (close time - timer deadline).
