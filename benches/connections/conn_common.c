@@ -36,21 +36,22 @@ uint64_t cb_now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static void usage(const char *argv0, int loop_options) {
+static void usage(const char *argv0, int opts) {
     fprintf(stderr,
-            "usage: %s [--port N] [--timeout-ms N] [--scale X] [--leeway-ms N]%s\n"
+            "usage: %s [--port N] [--timeout-ms N] [--scale X] [--leeway-ms N]%s%s\n"
             "  --timeout-ms N  idle timeout before --scale (default 60000)\n"
             "  --scale X       multiplies the timeout (default 1)\n",
-            argv0, loop_options ? " [--io epoll|io_uring] [--timers NAME] [--io-batch-us N]" : "");
+            argv0, opts & CB_OPT_LOOP ? " [--io epoll|io_uring] [--timers NAME]" : "",
+            opts & CB_OPT_BATCH ? " [--io-batch-us N]" : "");
     exit(2);
 }
 
-void cb_parse_args(int argc, char **argv, int loop_options) {
+void cb_parse_args(int argc, char **argv, int opts) {
     double timeout_ms = 60000, scale = 1, leeway_ms = 0;
     cb_config.io = "epoll";
     for (int i = 1; i < argc; i += 2) {
         const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!val) usage(argv[0], loop_options);
+        if (!val) usage(argv[0], opts);
         if (strcmp(opt, "--port") == 0)
             cb_config.port = atoi(val);
         else if (strcmp(opt, "--timeout-ms") == 0)
@@ -59,16 +60,16 @@ void cb_parse_args(int argc, char **argv, int loop_options) {
             scale = atof(val);
         else if (strcmp(opt, "--leeway-ms") == 0)
             leeway_ms = atof(val);
-        else if (loop_options && strcmp(opt, "--io") == 0)
+        else if ((opts & CB_OPT_LOOP) && strcmp(opt, "--io") == 0)
             cb_config.io = val;
-        else if (loop_options && strcmp(opt, "--timers") == 0)
+        else if ((opts & CB_OPT_LOOP) && strcmp(opt, "--timers") == 0)
             cb_config.timers = val;
-        else if (loop_options && strcmp(opt, "--io-batch-us") == 0)
+        else if ((opts & CB_OPT_BATCH) && strcmp(opt, "--io-batch-us") == 0)
             cb_config.io_batch_ns = (uint64_t)(atof(val) * 1e3);
         else
-            usage(argv[0], loop_options);
+            usage(argv[0], opts);
     }
-    if (timeout_ms <= 0 || scale <= 0 || leeway_ms < 0) usage(argv[0], loop_options);
+    if (timeout_ms <= 0 || scale <= 0 || leeway_ms < 0) usage(argv[0], opts);
     cb_config.timeout_ns = (uint64_t)(timeout_ms * scale * 1e6);
     cb_config.leeway_ns = (uint64_t)(leeway_ms * 1e6);
 }
@@ -140,14 +141,14 @@ void cb_print_stats(const char *name, const char *extra) {
     const struct cb_stats *s = &cb_stats;
     printf("stats server=%s pid=%d accepted=%llu open=%llu reads=%llu heartbeats=%llu "
            "idle_closed=%llu idle_early=%llu peer_closed=%llu errors=%llu accept_errors=%llu "
-           "utime_us=%lld stime_us=%lld rss_kb=%ld",
+           "utime_us=%lld stime_us=%lld nvcsw=%ld nivcsw=%ld rss_kb=%ld",
            name, (int)getpid(), (unsigned long long)s->accepted, (unsigned long long)s->open,
            (unsigned long long)s->reads, (unsigned long long)(s->bytes / 8),
            (unsigned long long)s->idle_closed, (unsigned long long)s->idle_early,
            (unsigned long long)s->peer_closed, (unsigned long long)s->errors,
            (unsigned long long)s->accept_errors,
            (long long)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec,
-           (long long)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec,
+           (long long)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec, ru.ru_nvcsw, ru.ru_nivcsw,
            rss_pages * (sysconf(_SC_PAGESIZE) / 1024));
     print_hist("restart_hist", &s->restart);
     print_hist("idle_hist", &s->idle);

@@ -41,7 +41,8 @@ struct cb_config {
     uint64_t leeway_ns;   /* tickloop: tl_timer_set_leeway on the idle timers */
     const char *io;       /* tickloop: "epoll" or "io_uring" */
     const char *timers;   /* tickloop: timer backend name, NULL for the default */
-    uint64_t io_batch_ns; /* tickloop: tl_loop_options.io_batch_ns */
+    uint64_t io_batch_ns; /* tickloop: tl_loop_options.io_batch_ns; libev:
+                             ev_set_io_collect_interval */
 };
 
 /* Counters every server keeps, printed by cb_print_stats. */
@@ -61,10 +62,13 @@ struct cb_stats {
 extern struct cb_stats cb_stats;
 extern struct cb_config cb_config;
 
-/* Parses --port N --timeout-ms N --scale X --leeway-ms N and, when
- * loop_options is non-zero, --io epoll|io_uring --timers NAME; exits with a
- * message on anything else. */
-void cb_parse_args(int argc, char **argv, int loop_options);
+/* What a server takes beyond --port N --timeout-ms N --scale X --leeway-ms N:
+ * CB_OPT_LOOP, --io epoll|io_uring --timers NAME (tickloop); CB_OPT_BATCH,
+ * --io-batch-us N (tickloop, and libev as its I/O collect interval). */
+enum { CB_OPT_LOOP = 1, CB_OPT_BATCH = 2 };
+
+/* Parses the options `opts` allows; exits with a message on anything else. */
+void cb_parse_args(int argc, char **argv, int opts);
 
 /* A non-blocking listening socket on 127.0.0.1:port with SO_REUSEPORT, so
  * that several server processes share one port; prints "listening on PORT".

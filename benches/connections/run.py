@@ -199,7 +199,7 @@ def run_one(args, name, tmp, round_no):
     common = ["--scale", str(scale)]
     if args.leeway_ms and name.startswith("tickloop"):
         common += ["--leeway-ms", str(args.leeway_ms)]
-    if args.io_batch_us and name.startswith("tickloop"):
+    if args.io_batch_us and (name.startswith("tickloop") or name == "libev"):
         common += ["--io-batch-us", str(args.io_batch_us)]
     if args.timers and name.startswith("tickloop"):
         common += ["--timers", args.timers]
@@ -273,6 +273,10 @@ def run_one(args, name, tmp, round_no):
                      for x, y in zip(a, b))
         user_us = sum(int(y["utime_us"]) - int(x["utime_us"]) for x, y in zip(a, b))
         hbs = sum(int(y["heartbeats"]) - int(x["heartbeats"]) for x, y in zip(a, b))
+        # Context switches: voluntary (the wait sleeps) and involuntary
+        # (preempted), from the servers' getrusage.
+        nvcsw = sum(int(y.get("nvcsw", 0)) - int(x.get("nvcsw", 0)) for x, y in zip(a, b))
+        nivcsw = sum(int(y.get("nivcsw", 0)) - int(x.get("nivcsw", 0)) for x, y in zip(a, b))
         # Loop iterations (wake-ups) where the server reports them.
         iters = sum(int(y.get("iterations", 0)) - int(x.get("iterations", 0)) for x, y in zip(a, b))
         restart = {}
@@ -324,6 +328,8 @@ def run_one(args, name, tmp, round_no):
             "user_us_per_hb": user_us / hbs if hbs else 0,
             "sys_us_per_hb": (cpu_us - user_us) / hbs if hbs else 0,
             "hb_per_wakeup": hbs / iters if iters else 0,
+            "vcsw_per_khb": nvcsw * 1000 / hbs if hbs else 0,
+            "ivcsw_per_khb": nivcsw * 1000 / hbs if hbs else 0,
             "server_cores": cpu_us / 1e6 / (tb - ta),
             "client_cores": (sum(cb_) - sum(ca)) / os.sysconf("SC_CLK_TCK") / (tb - ta),
             "restart_p50_us": hist_percentile(restart, restart_max, 0.5) / 1e3,
@@ -366,6 +372,8 @@ COLUMNS = [
     ("user_us_per_hb", "user us", "{:.2f}"),
     ("sys_us_per_hb", "sys us", "{:.2f}"),
     ("hb_per_wakeup", "heartbeats/wake-up", "{:.1f}"),
+    ("vcsw_per_khb", "sleeps/1k hb", "{:.0f}"),
+    ("ivcsw_per_khb", "preempted/1k hb", "{:.0f}"),
     ("hb_rate", "heartbeats/s", "{:,.0f}"),
     ("restart_p50_us", "restart p50 us", "{:.0f}"),
     ("restart_p99_us", "restart p99 us", "{:.0f}"),
@@ -415,7 +423,8 @@ def main():
     ap.add_argument("--inflight", type=int, default=256)
     ap.add_argument("--leeway-ms", type=float, default=0)
     ap.add_argument("--io-batch-us", type=float, default=0,
-                    help="tickloop servers: tl_loop_options.io_batch_ns, in us (0: off)")
+                    help="tickloop servers: tl_loop_options.io_batch_ns, in us (0: off); "
+                    "libev: ev_set_io_collect_interval; libuv has no such option")
     ap.add_argument("--timers", default=None)
     ap.add_argument("--out", help="TSV of the median rows (plot_connections.py)")
     ap.add_argument("--json", help="every round's results")

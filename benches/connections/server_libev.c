@@ -4,7 +4,7 @@
  * backend): an ev_io and an ev_timer per connection, the timer restarted
  * with ev_timer_again (libev's idiom for idle timeouts), reads with recv()
  * into one static buffer.
- *   conn-server-libev [--port N] [--timeout-ms N] [--scale X]
+ *   conn-server-libev [--port N] [--timeout-ms N] [--scale X] [--io-batch-us N]
  */
 #define _GNU_SOURCE /* accept4 */
 #include <errno.h>
@@ -98,12 +98,15 @@ static void on_signal(struct ev_loop *l, ev_signal *w, int revents) {
 }
 
 int main(int argc, char **argv) {
-    cb_parse_args(argc, argv, 0);
+    cb_parse_args(argc, argv, CB_OPT_BATCH);
     loop = ev_loop_new(EVBACKEND_EPOLL);
     if (!loop) {
         fprintf(stderr, "conn-server-libev: ev_loop_new(EVBACKEND_EPOLL) failed\n");
         return 1;
     }
+    /* libev's way of gathering events per wake-up: each wait sleeps until
+       the interval has passed since the last one. */
+    if (cb_config.io_batch_ns) ev_set_io_collect_interval(loop, cb_config.io_batch_ns / 1e9);
     ev_signal usr1, term;
     ev_signal_init(&usr1, on_signal, SIGUSR1);
     ev_signal_init(&term, on_signal, SIGTERM);

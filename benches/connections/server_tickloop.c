@@ -107,7 +107,7 @@ static void on_signal(tl_loop *l, tl_signal *s, int signo) {
 }
 
 int main(int argc, char **argv) {
-    cb_parse_args(argc, argv, 1);
+    cb_parse_args(argc, argv, CB_OPT_LOOP | CB_OPT_BATCH);
     tl_loop_options opts;
     tl_loop_options_init(&opts);
     if (strcmp(cb_config.io, "epoll") == 0) {
