@@ -99,26 +99,32 @@ int UringBackend::stream_recv(int fd) noexcept {
     return 0;
 }
 
-/* The msghdr and iovecs of a sendmsg live in the slot of sends_ that
-   has the SQE's index: an SQE slot is reused only after the kernel has
-   consumed the SQE, and by then it has copied both (IORING_FEAT_SUBMIT_STABLE,
+/* One buffer goes out as a plain send, which the kernel takes without
+   copying and checking a msghdr and an iovec array. Several are one
+   sendmsg, whose msghdr and iovecs live in the slot of sends_ that has the
+   SQE's index: an SQE slot is reused only after the kernel has consumed
+   the SQE, and by then it has copied both (IORING_FEAT_SUBMIT_STABLE,
    Linux 5.7; the completion path needs 6.0). So the caller's array may go
    as soon as this returns, and nothing is allocated per send. */
 int UringBackend::stream_send(int fd, const struct iovec *iov, int n) noexcept {
     if (n < 1 || n > kSendIovMax) return -EINVAL;
-    if (!sends_) {
+    if (n > 1 && !sends_) {
         sends_ =
             static_cast<SendSlot *>(std::calloc(uring_shim::sq_entries(&ring_), sizeof *sends_));
         if (!sends_) return -ENOMEM;
     }
     io_uring_sqe *sqe = get_sqe();
     if (!sqe) return -EBUSY;
-    SendSlot &slot = sends_[uring_shim::sqe_index(&ring_, sqe)];
-    std::memcpy(slot.iov, iov, (size_t)n * sizeof *iov);
-    std::memset(&slot.msg, 0, sizeof slot.msg);
-    slot.msg.msg_iov = slot.iov;
-    slot.msg.msg_iovlen = (size_t)n;
-    io_uring_prep_sendmsg(sqe, fd, &slot.msg, MSG_NOSIGNAL);
+    if (n == 1) {
+        io_uring_prep_send(sqe, fd, iov[0].iov_base, iov[0].iov_len, MSG_NOSIGNAL);
+    } else {
+        SendSlot &slot = sends_[uring_shim::sqe_index(&ring_, sqe)];
+        std::memcpy(slot.iov, iov, (size_t)n * sizeof *iov);
+        std::memset(&slot.msg, 0, sizeof slot.msg);
+        slot.msg.msg_iov = slot.iov;
+        slot.msg.msg_iovlen = (size_t)n;
+        io_uring_prep_sendmsg(sqe, fd, &slot.msg, MSG_NOSIGNAL);
+    }
     io_uring_sqe_set_data64(sqe, req_tag(slot_tag(fd), REQ_SEND));
     return 0;
 }
