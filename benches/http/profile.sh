@@ -18,7 +18,7 @@ build=${1:-build}
 [ $# -gt 0 ] && shift
 conns=32
 top=0
-servers="tickloop-epoll tickloop-io_uring libev libuv-poll libuv-stream http_hello-epoll"
+servers="tickloop-epoll tickloop-io_uring tickloop-streams-epoll tickloop-streams-io_uring libev libuv-poll libuv-stream http_hello-epoll"
 while [ $# -gt 0 ]; do
     case "$1" in
     --conns) conns=$2; shift 2 ;;
@@ -38,6 +38,8 @@ server_cmd() {
     case "$1" in
     tickloop-epoll) echo "$dir/server-tickloop --io epoll" ;;
     tickloop-io_uring) echo "$dir/server-tickloop --io io_uring" ;;
+    tickloop-streams-epoll) echo "$dir/server-tickloop-streams --io epoll" ;;
+    tickloop-streams-io_uring) echo "$dir/server-tickloop-streams --io io_uring" ;;
     libev) echo "$dir/server-libev" ;;
     libuv-poll) echo "$dir/server-libuv --mode poll" ;;
     libuv-stream) echo "$dir/server-libuv --mode stream" ;;

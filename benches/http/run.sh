@@ -15,14 +15,16 @@
 #                             asio-io_uring http_hello-epoll http_hello-io_uring
 #                             (asio-io_uring is left out of the default list
 #                             where server-asio-io_uring was not built)
-#     --strace                also count syscalls per request (strace -c -f,
-#                             one extra short run per server: strace slows the
+#     --strace                also count syscalls per request (perf's syscall
+#                             tracepoint, or strace -c -f without perf; one
+#                             extra short run per server: strace slows the
 #                             server, so its req/s are not used)
 #     --out FILE              also write the table as TSV (for plot_http.py)
 #
 # Columns: req/s (wrk), wrk's p50/p99 latency, server CPU us per request
 # (utime+stime of the server process over the run / requests), syscalls per
-# request. Needs wrk (and strace for --strace); taskset is in util-linux.
+# request. Needs wrk (and perf or strace for --strace); taskset is in
+# util-linux.
 set -euo pipefail
 build=${1:-build}
 [ $# -gt 0 ] && shift
@@ -136,20 +138,36 @@ done
 syscalls="$tmp/syscalls" # conns server syscalls_per_req
 : >"$syscalls"
 if [ $do_strace = 1 ]; then
-    command -v strace >/dev/null || { echo "run.sh: strace not found" >&2; exit 1; }
+    # perf counts the syscalls tracepoint inside the kernel, without
+    # stopping the server at each call as strace does (which changes how
+    # much an io_uring server batches); strace where perf cannot.
+    use_perf=0
+    if command -v perf >/dev/null && perf stat -e raw_syscalls:sys_enter -o /dev/null true 2>/dev/null; then
+        use_perf=1
+    else
+        command -v strace >/dev/null || { echo "run.sh: neither perf nor strace found" >&2; exit 1; }
+    fi
     for c in $conns; do
         for s in $servers; do
             start_server "$s"
             run_wrk "$c" 1 >/dev/null
-            strace -c -f -q -p "$pid" -o "$tmp/strace" &
+            if [ $use_perf = 1 ]; then
+                perf stat -e raw_syscalls:sys_enter -p "$pid" -o "$tmp/count" &
+            else
+                strace -c -f -q -p "$pid" -o "$tmp/count" &
+            fi
             spid=$!
             sleep 0.3
             read -r reqs _ < <(run_wrk "$c" 2)
             kill -INT $spid; wait $spid 2>/dev/null || true
             stop_server
-            # The total line is "100.00 SECONDS USECS/CALL CALLS [ERRORS] total":
-            # calls is the 4th field whether or not there were errors.
-            calls=$(awk '$NF == "total" { print $4 }' "$tmp/strace")
+            if [ $use_perf = 1 ]; then
+                calls=$(awk '/raw_syscalls:sys_enter/ { gsub(",", "", $1); print $1 }' "$tmp/count")
+            else
+                # The total line is "100.00 SECONDS USECS/CALL CALLS [ERRORS] total":
+                # calls is the 4th field whether or not there were errors.
+                calls=$(awk '$NF == "total" { print $4 }' "$tmp/count")
+            fi
             awk -v c="$c" -v s="$s" -v k="$calls" -v n="$reqs" \
                 'BEGIN { printf "%s %s %.2f\n", c, s, n ? k / n : 0 }' >>"$syscalls"
         done
