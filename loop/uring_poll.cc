@@ -144,14 +144,11 @@ void UringBackend::push_cancel(uint64_t tag) noexcept {
 }
 
 /* Before each wait: arm the polls that completed last time (or found no
-   SQE), bring armed polls' events up to date, retry removals. The
-   deferred completions are posted first only when there are polls to
-   re-arm (see post_deferred) or a batched wait to keep from blocking on
-   them: otherwise the wait's own enter runs that task work, and a
-   separate one would be a syscall per iteration for nothing (an HTTP
-   server on streams made two enters in three that way). */
+   SQE), bring armed polls' events up to date, retry removals; the
+   completions still held as task work go to the CQ first when those
+   re-arms need it (post_deferred). */
 void UringBackend::rearm_pending() noexcept {
-    if (queue_count_ || batch_ns_) post_deferred();
+    post_deferred();
     size_t kept = 0;
     for (size_t i = 0; i < cancel_count_; ++i)
         if (cancel(cancels_[i]) < 0) cancels_[kept++] = cancels_[i];
