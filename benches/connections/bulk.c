@@ -28,10 +28,11 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <tickloop/tickloop.h>
+
+#include "conn_common.h"
 
 struct end {
     int fd;
@@ -137,12 +138,6 @@ static void on_closed(tl_loop *l, tl_stream *s) {
     (void)s;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 int main(int argc, char **argv) {
     const char *mode = "streams", *io = "epoll";
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -183,20 +178,12 @@ int main(int argc, char **argv) {
     memset(out_buf, 'x', write_len);
 
     /* One loopback TCP connection: ends[0] connects, ends[1] is accepted. */
-    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof sa;
-    if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, len) < 0 || listen(lfd, 1) < 0 ||
-        getsockname(lfd, (struct sockaddr *)&sa, &len) < 0)
-        fail("listen", errno);
-    ends[0].fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (ends[0].fd < 0 || connect(ends[0].fd, (struct sockaddr *)&sa, len) < 0)
-        fail("connect", errno);
-    ends[1].fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (ends[1].fd < 0) fail("accept", errno);
-    close(lfd);
+    int fds[2];
+    if ((r = cb_tcp_pair(fds)) < 0) fail("loopback connection", -r);
+    ends[0].fd = fds[0];
+    ends[1].fd = fds[1];
 
-    double t0 = now_s();
+    uint64_t t0 = cb_now_ns();
     for (int i = 0; i < 2; i++) {
         struct end *e = &ends[i];
         int one = 1;
@@ -216,7 +203,7 @@ int main(int argc, char **argv) {
     }
     r = tl_loop_run(loop, TL_RUN_DEFAULT);
     if (r < 0) fail("tl_loop_run", -r);
-    double secs = now_s() - t0;
+    double secs = (double)(cb_now_ns() - t0) / 1e9;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double cpu = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec +

@@ -4,6 +4,7 @@
 #include "conn_common.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,6 +96,27 @@ int cb_listen(int port) {
     printf("listening on %d\n", ntohs(sa.sin_port));
     fflush(stdout);
     return fd;
+}
+
+int cb_tcp_pair(int fds[2]) {
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof sa;
+    int err = 0;
+    fds[0] = fds[1] = -1;
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (lfd < 0) return -errno;
+    if (bind(lfd, (struct sockaddr *)&sa, len) < 0 || listen(lfd, 1) < 0 ||
+        getsockname(lfd, (struct sockaddr *)&sa, &len) < 0 ||
+        (fds[0] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
+        connect(fds[0], (struct sockaddr *)&sa, len) < 0 ||
+        (fds[1] = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0)
+        err = -errno;
+    close(lfd);
+    if (err) {
+        if (fds[0] >= 0) close(fds[0]);
+        fds[0] = fds[1] = -1;
+    }
+    return err;
 }
 
 void cb_account_read(uint8_t *off, const void *buf, size_t n) {

@@ -75,6 +75,11 @@ void cb_parse_args(int argc, char **argv, int opts);
  * Exits on failure. */
 int cb_listen(int port);
 
+/* One loopback TCP connection, both ends blocking and close-on-exec:
+ * fds[0] connected, fds[1] accepted (a listener on an ephemeral port, closed
+ * again). 0, or a negative errno with nothing left open. */
+int cb_tcp_pair(int fds[2]);
+
 /* CLOCK_MONOTONIC in ns (a vDSO read). */
 uint64_t cb_now_ns(void);
 

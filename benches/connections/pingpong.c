@@ -33,18 +33,15 @@
  * path that ran is printed. One line per run:
  *   pingpong io=... path=... bufs=N rounds=N seconds=X us_per_round=Y
  */
-#define _GNU_SOURCE
 #include <errno.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/uio.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <tickloop/tickloop.h>
+
+#include "conn_common.h"
 
 #define MSG_LEN 4
 
@@ -147,27 +144,12 @@ static void on_closed(tl_loop *l, tl_stream *s) {
     ((struct end *)s->data)->closed = 1;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* One ping-pong of `rounds` rounds on a fresh connection; returns its
  * seconds and prints its line unless quiet. */
 static double run(int mode, int quiet) {
     int fds[2];
-    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof sa;
-    if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, len) < 0 || listen(lfd, 1) < 0 ||
-        getsockname(lfd, (struct sockaddr *)&sa, &len) < 0)
-        fail("listen", -errno);
-    fds[0] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fds[0] < 0 || connect(fds[0], (struct sockaddr *)&sa, len) < 0) fail("connect", -errno);
-    fds[1] = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-    if (fds[1] < 0) fail("accept", -errno);
-    if (close(lfd) < 0) fail("close", -errno);
+    int r = cb_tcp_pair(fds);
+    if (r < 0) fail("loopback connection", r);
     /* No TCP_NODELAY: Nagle stays on, that is the point. */
 
     bufs = mode;
@@ -181,15 +163,15 @@ static double run(int mode, int quiet) {
         e->expect = msgs[!i];
         tl_stream_init(&e->s, fds[i], e);
         e->wr[0].data = e->wr[1].data = e;
-        int r = tl_stream_read_start(loop, &e->s, on_read);
+        r = tl_stream_read_start(loop, &e->s, on_read);
         if (r < 0) fail("tl_stream_read_start", r);
     }
 
-    double t0 = now_s();
+    uint64_t t0 = cb_now_ns();
     send_message(&ends[0]);
-    int r = tl_loop_run(loop, TL_RUN_DEFAULT);
+    r = tl_loop_run(loop, TL_RUN_DEFAULT);
     if (r < 0) fail("tl_loop_run", r);
-    double secs = now_s() - t0;
+    double secs = (double)(cb_now_ns() - t0) / 1e9;
     if (!finished) {
         fprintf(stderr, "conn-pingpong: the loop stopped after %ld rounds\n", rounds_done);
         exit(1);
