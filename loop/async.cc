@@ -25,12 +25,12 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "async.h"
-#include "handle_flags.h"
-#include "io.h"
-#include "list.h"
-#include "loop.h"
-#include "verify.h"
+#include "loop/async.h"
+#include "loop/handle_flags.h"
+#include "loop/io/io.h"
+#include "loop/list.h"
+#include "loop/state.h"
+#include "loop/verify.h"
 
 using namespace tl::detail;
 

@@ -5,8 +5,8 @@
  */
 #include <cstring>
 
-#include "loop.h"
-#include "timer_queue.h"
+#include "loop/state.h"
+#include "loop/timer_queue.h"
 
 using namespace tl::detail;
 

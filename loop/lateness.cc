@@ -11,9 +11,9 @@
 #include <cerrno>
 #include <cstring>
 
-#include "lateness.h"
-#include "loop.h"
-#include "verify.h"
+#include "loop/lateness.h"
+#include "loop/state.h"
+#include "loop/verify.h"
 
 namespace tl::detail {
 

@@ -23,16 +23,16 @@
  */
 #include <cerrno>
 
-#include "clock.h"
-#include "hook.h"
-#include "io.h"
-#include "io_event.h"
-#include "loop.h"
-#include "slack.h"
-#include "stream.h"
-#include "timer_queue.h"
+#include "loop/clock.h"
+#include "loop/hook.h"
+#include "loop/io/io.h"
+#include "loop/io_event.h"
+#include "loop/slack.h"
+#include "loop/state.h"
+#include "loop/stream/stream.h"
+#include "loop/timer_queue.h"
+#include "loop/verify.h"
 #include "timers/timers.h"
-#include "verify.h"
 
 using namespace tl::detail;
 

@@ -4,8 +4,8 @@
  * handle counting every activation and deactivation goes through
  * (handle_activated & co).
  */
-#ifndef TICKLOOP_LOOP_LOOP_H
-#define TICKLOOP_LOOP_LOOP_H
+#ifndef TICKLOOP_LOOP_STATE_H
+#define TICKLOOP_LOOP_STATE_H
 
 #include <csignal>
 #include <cstddef>
@@ -13,14 +13,14 @@
 #include <pthread.h>
 #include <sys/uio.h>
 
-#include "clock.h"
-#include "handle_flags.h"
-#include "io_backend.h"
-#include "io_event.h"
-#include "lateness.h"
-#include "list.h"
+#include "loop/clock.h"
+#include "loop/handle_flags.h"
+#include "loop/io/backend.h"
+#include "loop/io_event.h"
+#include "loop/lateness.h"
+#include "loop/list.h"
+#include "loop/timer_queue.h"
 #include "tickloop/tickloop.h"
-#include "timer_queue.h"
 
 namespace tl::detail {
 struct StreamPath; /* stream_core.h */
@@ -119,4 +119,4 @@ inline void handle_ref_changed(tl_loop *loop, bool was_unref, bool unref) noexce
 
 } // namespace tl::detail
 
-#endif /* TICKLOOP_LOOP_LOOP_H */
+#endif /* TICKLOOP_LOOP_STATE_H */

@@ -37,12 +37,12 @@
 #include <cstdlib>
 #include <pthread.h>
 
-#include "handle_flags.h"
-#include "list.h"
-#include "loop.h"
-#include "timer_queue.h"
+#include "loop/handle_flags.h"
+#include "loop/list.h"
+#include "loop/state.h"
+#include "loop/timer_queue.h"
+#include "loop/verify.h"
 #include "timers/timers.h"
-#include "verify.h"
 
 #ifndef NDEBUG
 namespace tl::detail {

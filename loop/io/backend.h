@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <sys/uio.h>
 
-#include "io_event.h"
+#include "loop/io_event.h"
 #include "tickloop/tickloop.h"
 #include "timers/timers.h"
 

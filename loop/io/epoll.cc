@@ -58,12 +58,12 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "io.h"
-#include "io_backend.h"
-#include "io_event.h"
-#include "loop.h"
-#include "timerfd.h"
+#include "loop/clock.h"
+#include "loop/io/backend.h"
+#include "loop/io/io.h"
+#include "loop/io_event.h"
+#include "loop/state.h"
+#include "loop/timerfd.h"
 
 namespace tl::detail {
 namespace {

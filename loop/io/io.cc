@@ -30,13 +30,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "handle_flags.h"
-#include "io.h"
-#include "io_backend.h"
-#include "io_event.h"
-#include "loop.h"
-#include "stream.h"
-#include "verify.h"
+#include "loop/handle_flags.h"
+#include "loop/io/backend.h"
+#include "loop/io/io.h"
+#include "loop/io_event.h"
+#include "loop/state.h"
+#include "loop/stream/stream.h"
+#include "loop/verify.h"
 
 using namespace tl::detail;
 

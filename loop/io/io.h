@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "io_backend.h"
+#include "loop/io/backend.h"
 #include "tickloop/tickloop.h"
 
 namespace tl::detail {

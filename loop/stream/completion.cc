@@ -9,7 +9,7 @@
  */
 #include <cerrno>
 
-#include "stream_core.h"
+#include "loop/stream/core.h"
 
 using namespace tl::detail;
 

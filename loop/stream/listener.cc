@@ -14,7 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "stream_core.h"
+#include "loop/stream/core.h"
 
 using namespace tl::detail;
 

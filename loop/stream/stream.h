@@ -9,9 +9,9 @@
 
 #include <cstdint>
 
-#include "io_backend.h"
-#include "io_event.h"
-#include "loop.h"
+#include "loop/io/backend.h"
+#include "loop/io_event.h"
+#include "loop/state.h"
 #include "tickloop/tickloop.h"
 
 namespace tl::detail {

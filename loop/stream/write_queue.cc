@@ -15,7 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "stream_core.h"
+#include "loop/stream/core.h"
 
 using namespace tl::detail;
 

@@ -44,12 +44,12 @@
 #include <cstring>
 #include <sys/epoll.h>
 
-#include "handle_flags.h"
-#include "io_backend.h"
-#include "io_event.h"
-#include "loop.h"
-#include "stream.h"
-#include "uring_backend.h"
+#include "loop/handle_flags.h"
+#include "loop/io/backend.h"
+#include "loop/io/uring/uring.h"
+#include "loop/io_event.h"
+#include "loop/state.h"
+#include "loop/stream/stream.h"
 
 namespace tl::detail {
 

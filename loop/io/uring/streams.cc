@@ -18,12 +18,12 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "io.h"
-#include "io_backend.h"
-#include "io_event.h"
-#include "loop.h"
-#include "uring_backend.h"
-#include "uring_shim.h"
+#include "loop/io/backend.h"
+#include "loop/io/io.h"
+#include "loop/io/uring/shim.h"
+#include "loop/io/uring/uring.h"
+#include "loop/io_event.h"
+#include "loop/state.h"
 
 namespace tl::detail {
 

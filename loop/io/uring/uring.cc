@@ -46,15 +46,15 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "io_backend.h"
+#include "loop/io/backend.h"
 
 #if TL_HAVE_LIBURING
-#include "clock.h"
-#include "io.h"
-#include "io_event.h"
-#include "loop.h"
-#include "uring_backend.h"
-#include "uring_shim.h"
+#include "loop/clock.h"
+#include "loop/io/io.h"
+#include "loop/io/uring/shim.h"
+#include "loop/io/uring/uring.h"
+#include "loop/io_event.h"
+#include "loop/state.h"
 
 namespace tl::detail {
 

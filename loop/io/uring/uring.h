@@ -36,10 +36,10 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-#include "io_backend.h"
-#include "io_event.h"
-#include "loop.h"
-#include "uring_shim.h"
+#include "loop/io/backend.h"
+#include "loop/io/uring/shim.h"
+#include "loop/io_event.h"
+#include "loop/state.h"
 
 namespace tl::detail {
 
