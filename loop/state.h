@@ -13,18 +13,22 @@
 #include <pthread.h>
 #include <sys/uio.h>
 
-#include "loop/clock.h"
 #include "loop/handle_flags.h"
-#include "loop/io/backend.h"
 #include "loop/io_event.h"
 #include "loop/lateness.h"
 #include "loop/list.h"
 #include "loop/timer_queue.h"
 #include "tickloop/tickloop.h"
 
+/* The test seam's clock reader (tl_detail_loop_set_clock, clock.h). */
+typedef uint64_t (*tl_detail_clock_fn)(int clock, void *ctx);
+
 namespace tl::detail {
-struct StreamPath; /* stream_core.h */
-}
+struct IoSlot;     /* io/backend.h */
+class IoBackend;   /* io/backend.h */
+struct HandleIo;   /* io/io.h */
+struct StreamPath; /* stream/core.h */
+} // namespace tl::detail
 
 struct tl_loop {
     /* Hot: read on every timer start and every iteration. */
@@ -85,7 +89,8 @@ struct tl_loop {
     void *iov_chunks;       /* the chunks those blocks come from (write_queue.cc) */
     uint32_t read_buffer_size, read_buffer_count;
     bool streams_completion;                   /* io_uring completion path (else readiness)       */
-    const tl::detail::StreamPath *stream_path; /* the path's table (stream_core.h) */
+    const tl::detail::StreamPath *stream_path; /* the path's table (stream/core.h) */
+    const tl::detail::HandleIo *handle_io;     /* streams' and listeners' events (io/io.h) */
     uint32_t accepts_paused;                   /* listeners paused after an accept error          */
     int accepted_fd;                           /* the fd an accept callback is running for, or -1 */
     tl_timer accept_timer;                     /* resumes them (unreferenced, started on demand) */

@@ -38,6 +38,7 @@
 #include <pthread.h>
 
 #include "loop/handle_flags.h"
+#include "loop/io/backend.h"
 #include "loop/list.h"
 #include "loop/state.h"
 #include "loop/timer_queue.h"

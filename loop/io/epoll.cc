@@ -58,7 +58,6 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-#include "loop/clock.h"
 #include "loop/io/backend.h"
 #include "loop/io/io.h"
 #include "loop/io_event.h"

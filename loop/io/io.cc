@@ -35,7 +35,6 @@
 #include "loop/io/io.h"
 #include "loop/io_event.h"
 #include "loop/state.h"
-#include "loop/stream/stream.h"
 #include "loop/verify.h"
 
 using namespace tl::detail;
@@ -141,14 +140,14 @@ uint64_t io_dispatch(tl_loop *loop, int n) noexcept {
         const ReadyEvent &ev = loop->events[i];
         IoSlot *slot = io_current(loop, ev.tag);
         if (!slot) { /* stopped meanwhile */
-            if (ev.revents & kCompletion) stream_stale(loop, ev);
+            if (ev.revents & kCompletion) loop->handle_io->stale(loop, ev);
             continue;
         }
         tl_io *w = slot->watcher;
         if (w->flags & IO_HANDLE_KINDS) {
             /* A stream or listener: the loop reads, writes or accepts. */
             ++ran;
-            stream_event(loop, w, ev);
+            loop->handle_io->event(loop, w, ev);
             continue;
         }
         unsigned revents = ev.revents & (w->events | kAlwaysReported);

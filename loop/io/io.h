@@ -11,9 +11,24 @@
 #include <cstdint>
 
 #include "loop/io/backend.h"
+#include "loop/io_event.h"
+#include "loop/state.h"
 #include "tickloop/tickloop.h"
 
 namespace tl::detail {
+
+/* What the registry does with the events of a registration a handle owns
+   (IO_STREAM, IO_LISTENER): the stream layer fills the table and the loop
+   points at it (loop->handle_io), so the registry hands events up without
+   knowing the layer above. event: readiness or a completion for w; stale: a
+   completion whose registration is gone (return its buffer, close an
+   accepted socket); readd: give w's requests to io (a fresh backend after
+   tl_loop_fork, or io_readd_all). */
+struct HandleIo {
+    void (*event)(tl_loop *loop, tl_io *w, const ReadyEvent &ev) noexcept;
+    void (*stale)(tl_loop *loop, const ReadyEvent &ev) noexcept;
+    int (*readd)(tl_loop *loop, IoBackend *io, tl_io *w) noexcept;
+};
 
 /* Runs the callbacks for n collected events; returns how many ran. */
 uint64_t io_dispatch(tl_loop *loop, int n) noexcept;

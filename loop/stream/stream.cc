@@ -186,9 +186,7 @@ void streams_close(tl_loop *loop) noexcept {
     write_queue_free(loop);
 }
 
-void streams_choose_path(tl_loop *loop) noexcept {
-    loop->stream_path = loop->streams_completion ? &kCompletionPath : &kReadinessPath;
-}
+namespace {
 
 void stream_event(tl_loop *loop, tl_io *w, const ReadyEvent &ev) noexcept {
     if (w->flags & IO_LISTENER)
@@ -208,6 +206,19 @@ int stream_readd(tl_loop *loop, IoBackend *io, tl_io *w) noexcept {
     if (w->flags & IO_LISTENER) return listener_readd(loop, io, listener_of(w));
     const StreamPath &p = path(loop);
     return p.readd ? p.readd(loop, io, stream_of(w)) : 0;
+}
+
+const HandleIo kStreamIo = {
+    .event = stream_event,
+    .stale = stream_stale,
+    .readd = stream_readd,
+};
+
+} // namespace
+
+void streams_choose_path(tl_loop *loop) noexcept {
+    loop->stream_path = loop->streams_completion ? &kCompletionPath : &kReadinessPath;
+    loop->handle_io = &kStreamIo;
 }
 
 uint64_t streams_run_pending(tl_loop *loop) noexcept {

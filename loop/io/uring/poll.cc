@@ -46,16 +46,17 @@
 
 #include "loop/handle_flags.h"
 #include "loop/io/backend.h"
+#include "loop/io/io.h"
 #include "loop/io/uring/uring.h"
 #include "loop/io_event.h"
 #include "loop/state.h"
-#include "loop/stream/stream.h"
 
 namespace tl::detail {
 
 int UringBackend::add(int fd) noexcept {
     tl_io *sw = loop_->io_slots[fd].watcher;
-    if (streams_ok_ && (sw->flags & IO_HANDLE_KINDS)) return stream_readd(loop_, this, sw);
+    if (streams_ok_ && (sw->flags & IO_HANDLE_KINDS))
+        return loop_->handle_io->readd(loop_, this, sw);
     struct epoll_event ev;
     std::memset(&ev, 0, sizeof ev);
     if (epoll_ctl(probe_fd_, EPOLL_CTL_MOD, fd, &ev) < 0 && errno != ENOENT) return -errno;

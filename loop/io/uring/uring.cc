@@ -49,7 +49,6 @@
 #include "loop/io/backend.h"
 
 #if TL_HAVE_LIBURING
-#include "loop/clock.h"
 #include "loop/io/io.h"
 #include "loop/io/uring/shim.h"
 #include "loop/io/uring/uring.h"
