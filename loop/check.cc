@@ -209,7 +209,7 @@ using namespace tl::detail;
 
 /* Each count is kept up by start/stop; the walk recomputes it from the
    structures themselves. Timers are counted by their backend plus the ready
-   list (both walked by verify.cc), so their share is taken from that. Debug
+   list (both walked by check.cc), so their share is taken from that. Debug
    builds run it inside loop_verify too. */
 extern "C" const char *tl_detail_loop_check(const tl_loop *loop) noexcept {
     uint64_t io = 0, io_unref = 0, streams = 0, listeners = 0;

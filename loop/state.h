@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Internal to loop/: struct tl_loop, the loop's private state, and the
- * handle counting every activation and deactivation goes through
- * (handle_activated & co).
+ * Internal to loop/: struct tl_loop, the loop's private state, the live
+ * loop of an id (loop_by_id), and the handle counting every activation and
+ * deactivation goes through (handle_activated & co).
  */
 #ifndef TICKLOOP_LOOP_STATE_H
 #define TICKLOOP_LOOP_STATE_H
@@ -101,6 +101,10 @@ struct tl_loop {
 };
 
 namespace tl::detail {
+
+/* The live loop whose id is id, or null (lifecycle.cc keeps the list: loops
+   register in tl_loop_new and leave in tl_loop_free). Any thread. */
+tl_loop *loop_by_id(uint32_t id) noexcept;
 
 /* Every activation and deactivation of a handle goes through these, so that
    tl_loop_alive (a referenced handle active) is one comparison.

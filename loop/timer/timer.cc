@@ -46,7 +46,6 @@
 #include <cstdio>
 
 #include "loop/clock.h"
-#include "loop/lifecycle.h"
 #include "loop/timer/state.h"
 #include "loop/verify.h"
 #include "timers/timers.h"
