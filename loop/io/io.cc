@@ -1,10 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
+ * loop/io/: the loop's descriptors and the kernel interfaces that watch them.
+ * io.cc (here) holds the fd registry, its tl_io_* API and the dispatch of
+ * collected events; backend.h the small interface every I/O backend
+ * implements (IoBackend: add, modify, remove, wait; CompletionOps for the
+ * streams' completion path); epoll.cc and uring/ (the ring, its polls and
+ * its completion requests) the two backends. Nothing here knows a handle
+ * kind above it: the events of streams and listeners go up through the
+ * loop's HandleIo table.
+ *
  * I/O watchers: the tl_io_* API, the loop's fd registry and the dispatch of
  * readiness.
  *
  * The registry (loop->io_slots, indexed by fd) is the only table of
- * registrations: both I/O backends read and annotate it (io_backend.h says
+ * registrations: both I/O backends read and annotate it (backend.h says
  * what each call may assume), so they cannot disagree about what is watched.
  * Its watcher entries are written here only: by start and stop, the streams'
  * register/unregister, and io_replace_fd, which moves the loop's own watchers

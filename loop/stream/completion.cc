@@ -3,7 +3,7 @@
  * The completion path of streams (io_uring): the backend keeps a multishot
  * receive per reading stream into its ring of provided buffers and one
  * vectored send per writing stream; their completions arrive as ReadyEvents
- * with revents kCompletion (uring_streams.cc). Data received while a stream
+ * with revents kCompletion (io/uring/streams.cc). Data received while a stream
  * does not read is parked, in order, in the ring's buffers until it reads
  * again.
  */

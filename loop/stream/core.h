@@ -2,7 +2,7 @@
 /*
  * What the stream core (stream.cc: handles, the pending pass and the API;
  * write_queue.cc: the requests and what a send takes from them), its two
- * paths (stream_readiness.cc, stream_completion.cc) and listener.cc share:
+ * paths (readiness.cc, completion.cc) and listener.cc share:
  * the handles' state bits, and the helpers the paths call. The core calls a
  * loop's path through the StreamPath table chosen when its I/O backend is
  * created; the paths call the core's helpers and never each other.

@@ -1,17 +1,23 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Streams and listeners: the loop performs the receives, sends and accepts.
+ * loop/stream/: streams and listeners, whose receives, sends and accepts the
+ * loop performs. stream.cc (here) is the core: handles, binding, the pending
+ * pass and the tl_stream_* calls; write_queue.cc a stream's queued write
+ * requests; readiness.cc and completion.cc the two paths the core calls
+ * through its StreamPath table (core.h); listener.cc the listeners on both.
+ * The folder stands on io/ and calls down into it only.
  *
- * A stream or listener is registered in the loop's fd registry (io.cc) through
- * the tl_io embedded in it, flagged IO_STREAM or IO_LISTENER, so that one fd
- * carries at most one handle of any kind, stale events are filtered by the
- * registration's generation like any watcher's, and tl_loop_fork re-adds it.
- * io_dispatch hands its events to stream_event() here instead of a callback.
+ * A stream or listener is registered in the loop's fd registry (io/io.cc)
+ * through the tl_io embedded in it, flagged IO_STREAM or IO_LISTENER, so that
+ * one fd carries at most one handle of any kind, stale events are filtered by
+ * the registration's generation like any watcher's, and tl_loop_fork re-adds
+ * it. io_dispatch hands its events to stream_event() here, through the
+ * loop's HandleIo table, instead of a callback.
  *
  * The stream core: handles, binding, the pending pass and the tl_stream_*
  * calls. What differs between the two paths (tl_loop_stream_path) is in
- * stream_readiness.cc and stream_completion.cc, reached through the loop's
- * StreamPath table (stream_core.h), chosen when its I/O backend is created;
+ * readiness.cc and completion.cc, reached through the loop's
+ * StreamPath table (core.h), chosen when its I/O backend is created;
  * the write queue is in write_queue.cc, listeners in listener.cc.
  *
  * Callbacks. Read and accept callbacks run from the dispatch of the event

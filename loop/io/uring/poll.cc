@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The io_uring backend's readiness (uring_backend.h): single-shot polls,
+ * The io_uring backend's readiness (uring.h): single-shot polls,
  * armed, updated and cancelled here, with the re-arm queue and the cancel
  * list that hold what found no SQE; the ring that carries them is uring.cc.
  *

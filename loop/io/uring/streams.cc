@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The io_uring backend's completion path for streams and listeners
- * (CompletionOps in io_backend.h; the class is in uring_backend.h): the
+ * (CompletionOps in io/backend.h; the class is in uring.h): the
  * registered buffer ring and its read buffers (parked per stream while the
  * stream does not read), multishot receive and accept, vectored sends whose
  * msghdr lives in a per-SQE slot, cancellation, and the completions of

@@ -1,11 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
+ * loop/io/uring/: the io_uring I/O backend (liburing), one class
+ * (UringBackend, uring.h) defined in three files by subject: uring.cc (here)
+ * the ring, poll.cc readiness through single-shot polls, streams.cc the
+ * streams' completion requests; shim.h is every use of liburing's internals.
+ *
  * The io_uring I/O backend (liburing), its ring: setup, enable, the enter
  * and its absolute timeout, the wait and the reaping of completions, flush,
  * and tl_loop_fd's eventfd. Readiness comes through poll requests
- * (uring_poll.cc) and the streams' completion path through the buffer ring
- * (uring_streams.cc); the class is declared in uring_backend.h, and
- * liburing's internals are reached only through uring_shim.h. Waits take a
+ * (poll.cc) and the streams' completion path through the buffer ring
+ * (streams.cc); the class is declared in uring.h, and
+ * liburing's internals are reached only through shim.h. Waits take a
  * nanosecond timeout passed to io_uring_enter (EXT_ARG): no timeout SQE and
  * no syscall of its own per iteration.
  *
@@ -26,9 +31,9 @@
  * or TICKLOOP_URING_ABS_TIMER=0, wait for the time that remains from a fresh
  * clock read. Either way the enter is made here, not by liburing (2.3 has no
  * absolute-timeout call): the SQ tail is published as liburing does
- * (uring_shim.h), and the same enter submits the queued re-arms and waits.
+ * (shim.h), and the same enter submits the queued re-arms and waits.
  *
- * Ring setup (uring_backend_create, below; uring_backend.h has the rest):
+ * Ring setup (uring_backend_create, below; uring.h has the rest):
  * SINGLE_ISSUER | DEFER_TASKRUN (6.1), else COOP_TASKRUN (5.19), else plain;
  * never SQPOLL.
  */

@@ -5,11 +5,11 @@
  * - uring.cc: the ring (setup, enable, the enter and its absolute timeout,
  *   time namespaces, wait and reap, flush, tl_loop_fd's eventfd) and
  *   uring_backend_create;
- * - uring_poll.cc: readiness through single-shot polls (arm, update,
+ * - poll.cc: readiness through single-shot polls (arm, update,
  *   cancel, the re-arm queue and the cancel list, what may be watched);
- * - uring_streams.cc: the streams' completion path (CompletionOps: the
+ * - streams.cc: the streams' completion path (CompletionOps: the
  *   buffer ring, multishot receive and accept, vectored sends).
- * liburing's internals are used only through uring_shim.h.
+ * liburing's internals are used only through shim.h.
  *
  * Setup and the loop's choice of path, for both halves: the ring is set up
  * SINGLE_ISSUER | DEFER_TASKRUN (6.1), else COOP_TASKRUN (5.19), else plain;
@@ -78,12 +78,12 @@ public:
     uint64_t set_batch(uint64_t ns) noexcept override;
     void probe_abs_timer() noexcept;
 
-    /* Poll readiness (uring_poll.cc). */
+    /* Poll readiness (poll.cc). */
     int add(int fd) noexcept override;
     int modify(int fd, unsigned events) noexcept override;
     void remove(int fd) noexcept override;
 
-    /* The streams' completion path (uring_streams.cc). */
+    /* The streams' completion path (streams.cc). */
     void probe_streams() noexcept;
     bool streams_ok() const noexcept { return streams_ok_; }
     /* The completion path of streams (CompletionOps, below); the loop takes
@@ -114,7 +114,7 @@ private:
     unsigned reap_ring(ReadyEvent *out, int cap, int *ready, size_t *split, bool *full) noexcept;
     int reap(ReadyEvent *out, int cap) noexcept;
 
-    /* Poll readiness (uring_poll.cc). */
+    /* Poll readiness (poll.cc). */
     int arm(int fd) noexcept;
     int update(int fd, unsigned events) noexcept;
     int cancel(uint64_t tag) noexcept;
@@ -136,7 +136,7 @@ private:
         slot.state &= ~kInRearmQueue;
     }
 
-    /* The streams' completion path (uring_streams.cc). */
+    /* The streams' completion path (streams.cc). */
     uint64_t slot_tag(int fd) const noexcept {
         return io_tag(fd, loop_->io_slots[fd].watcher->gen);
     }
