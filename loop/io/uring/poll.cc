@@ -38,6 +38,7 @@
 #include "tl_config.h"
 
 #if TL_HAVE_LIBURING
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -172,6 +173,46 @@ void UringBackend::rearm_pending() noexcept {
         queue_[kept++] = fd;
     }
     queue_count_ = kept;
+}
+
+/* A poll's completion, from reap: its readiness becomes an event and its
+   poll goes back on the re-arm queue. A readiness that finds the batch
+   full is not kept: by the next iteration it may be stale (the fd drained
+   meanwhile), so its poll is re-armed instead, and the kernel reports it
+   again then if the fd is still ready, as epoll re-checks its ready list
+   at each wait (b.split marks where those re-arms start). */
+void UringBackend::poll_cqe(const io_uring_cqe *cqe, ReapBatch &b) noexcept {
+    uint64_t tag = io_uring_cqe_get_data64(cqe);
+    int res = cqe->res;
+    IoSlot *slot = io_current(loop_, tag);
+    if (!slot) return; /* stale: the loop dropped this registration */
+    slot->state &= ~kArmed;
+    if (res == -ECANCELED) return;
+    if (b.ready == b.cap) {
+        /* No room in this iteration: ask the kernel again at the next
+           wait (a failed poll fails again and is reported then). */
+        if (b.split == SIZE_MAX) b.split = queue_count_;
+        enqueue(io_tag_fd(tag));
+        return;
+    }
+    if (res < 0) {
+        /* The poll itself failed (the fd was closed, say): report it once
+           and stay quiet, as epoll drops a closed fd. */
+        b.out[b.ready++] = ReadyEvent{tag, TL_ERROR};
+        return;
+    }
+    enqueue(io_tag_fd(tag));
+    unsigned revents = tl_events((uint32_t)res);
+    if (revents) b.out[b.ready++] = ReadyEvent{tag, revents};
+}
+
+/* After a reap: queue_[b.first, b.split) holds the fds reported now,
+   [b.split, end) those the batch had no room for. Those go first, so that
+   with more ready fds than a batch each gets its turn. */
+void UringBackend::rearm_unreported_first(const ReapBatch &b) noexcept {
+    if (b.split == SIZE_MAX || b.split <= b.first) return;
+    std::rotate(queue_ + b.first, queue_ + b.split, queue_ + queue_count_);
+    for (size_t i = b.first; i < queue_count_; ++i) loop_->io_slots[queue_[i]].index = (uint32_t)i;
 }
 
 } // namespace tl::detail

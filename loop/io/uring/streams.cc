@@ -196,21 +196,28 @@ bool UringBackend::buffer_unpark(uint32_t *chain, uint32_t *bid, uint32_t *len) 
     return true;
 }
 
-/* A stream's or listener's completion: to the loop if its registration
-   is current, else cleaned up here. */
-void UringBackend::stream_cqe(const io_uring_cqe *cqe, ReadyEvent *out, int &ready) noexcept {
+/* A stream's or listener's completion, from reap: to the loop if its
+   registration is current, else cleaned up here. It carries data and
+   cannot be asked for again: false (b.full) if the batch has no room, and
+   it stays in the CQ for the next wait. */
+bool UringBackend::stream_cqe(const io_uring_cqe *cqe, ReapBatch &b) noexcept {
     uint64_t tag = io_uring_cqe_get_data64(cqe);
     uint64_t base = req_base(tag);
     unsigned kind = req_kind(tag);
+    if (b.ready == b.cap) {
+        b.full = true;
+        return false;
+    }
     if (!io_current(loop_, base)) {
         if (cqe->flags & IORING_CQE_F_BUFFER) buffer_release(cqe->flags >> IORING_CQE_BUFFER_SHIFT);
         if (kind == REQ_ACCEPT && cqe->res >= 0) close(cqe->res);
-        return;
+        return true;
     }
     ReadyEvent ev{base, kCompletion | kind};
     ev.res = cqe->res;
     ev.cflags = cqe->flags;
-    out[ready++] = ev;
+    b.out[b.ready++] = ev;
+    return true;
 }
 
 void UringBackend::streams_free() noexcept {

@@ -39,7 +39,6 @@
  */
 #include "tl_config.h"
 
-#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -298,18 +297,22 @@ void UringBackend::post_deferred() noexcept {
     }
 }
 
-/* Turns the completions waiting in the CQ (up to kMaxEvents of them)
-   into events in out[*ready..cap). A readiness that finds the batch full
-   is not kept: by the next iteration it may be stale (the fd drained
-   meanwhile), so its poll is re-armed instead, and the kernel reports it
-   again then if the fd is still ready, as epoll re-checks its ready list
-   at each wait. *split is where those re-arms start in queue_ (SIZE_MAX
-   while there are none). A stream's completion carries data and cannot
-   be asked for again: one that finds the batch full stays in the CQ,
-   with every completion after it, for the next iteration (*full is then
-   set). Returns the CQEs consumed. */
-unsigned UringBackend::reap_ring(ReadyEvent *out, int cap, int *ready, size_t *split,
-                                 bool *full) noexcept {
+/* The completion of one of the backend's own requests (a poll's removal
+   or update, a stream's cancellation): one whose target already completed
+   (or is completing) lost a harmless race; anything else is a bug in what
+   was asked. */
+void UringBackend::own_cqe(const io_uring_cqe *cqe) noexcept {
+    int res = cqe->res;
+    if (res < 0 && res != -ENOENT && res != -EALREADY && res != -ECANCELED)
+        io_internal_error(loop_, "io_uring poll remove/update", res);
+}
+
+/* Hands the completions waiting in the CQ (up to kMaxEvents of them) to
+   the handler of their kind: the backend's own requests here, polls to
+   poll.cc, streams' and listeners' requests to streams.cc. Returns the
+   CQEs consumed: all of them, or those before one that found the batch
+   full (b.full). */
+unsigned UringBackend::reap_ring(ReapBatch &b) noexcept {
     /* An empty CQ is not peeked: liburing's peek then enters the kernel
        for the task work itself, which is reap's decision. */
     if (!io_uring_cq_ready(&ring_)) return 0;
@@ -317,45 +320,14 @@ unsigned UringBackend::reap_ring(ReadyEvent *out, int cap, int *ready, size_t *s
     unsigned n = io_uring_peek_batch_cqe(&ring_, cqes, kMaxEvents);
     for (unsigned i = 0; i < n; ++i) {
         uint64_t tag = io_uring_cqe_get_data64(cqes[i]);
-        int res = cqes[i]->res;
         if (tag == kBackendTag) {
-            /* A removal or update whose poll already completed (or is
-               completing) lost a harmless race; anything else is a bug
-               in what we asked. */
-            if (res < 0 && res != -ENOENT && res != -EALREADY && res != -ECANCELED)
-                io_internal_error(loop_, "io_uring poll remove/update", res);
-            continue;
+            own_cqe(cqes[i]);
+        } else if (req_kind(tag) == REQ_POLL) {
+            poll_cqe(cqes[i], b);
+        } else if (!stream_cqe(cqes[i], b)) {
+            io_uring_cq_advance(&ring_, i);
+            return i;
         }
-        if (req_kind(tag) != REQ_POLL) {
-            if (*ready == cap) {
-                *full = true;
-                io_uring_cq_advance(&ring_, i);
-                return i;
-            }
-            stream_cqe(cqes[i], out, *ready);
-            continue;
-        }
-        IoSlot *slot = io_current(loop_, tag);
-        if (!slot) continue; /* stale: the loop dropped this registration */
-        slot->state &= ~kArmed;
-        if (res == -ECANCELED) continue;
-        if (*ready == cap) {
-            /* No room in this iteration: ask the kernel again at the
-               next wait (a failed poll fails again and is reported
-               then). */
-            if (*split == SIZE_MAX) *split = queue_count_;
-            enqueue(io_tag_fd(tag));
-            continue;
-        }
-        if (res < 0) {
-            /* The poll itself failed (the fd was closed, say): report it
-               once and stay quiet, as epoll drops a closed fd. */
-            out[(*ready)++] = ReadyEvent{tag, TL_ERROR};
-            continue;
-        }
-        enqueue(io_tag_fd(tag));
-        unsigned revents = tl_events((uint32_t)res);
-        if (revents) out[(*ready)++] = ReadyEvent{tag, revents};
     }
     io_uring_cq_advance(&ring_, n);
     return n;
@@ -369,37 +341,28 @@ unsigned UringBackend::reap_ring(ReadyEvent *out, int cap, int *ready, size_t *s
    the events of one iteration are what the kernel said during its wait,
    and the completions of the loop's own requests (updates, removals)
    never take the place of readiness. At most cap become events; the
-   rest are re-armed (reap_ring), ahead of the polls of the fds reported
-   now, so that with more ready fds than a batch each gets its turn.
-   Bounded: each registration has at most one poll in flight and none is
-   re-armed before the next wait. */
+   readiness the batch has no room for is re-armed (poll_cqe), ahead of
+   the polls of the fds reported now, so that with more ready fds than a
+   batch each gets its turn. Bounded: each registration has at most one
+   poll in flight and none is re-armed before the next wait. */
 int UringBackend::reap(ReadyEvent *out, int cap) noexcept {
     if (cap > kMaxEvents) cap = kMaxEvents;
-    int ready = 0;
-    const size_t first = queue_count_;
-    size_t split = SIZE_MAX;
-    bool full = false;
-    for (unsigned round = 0; round < kCqEntries && !full; ++round) {
-        if (reap_ring(out, cap, &ready, &split, &full)) continue;
+    ReapBatch b{out, cap, 0, queue_count_, SIZE_MAX, false};
+    for (unsigned round = 0; round < kCqEntries && !b.full; ++round) {
+        if (reap_ring(b)) continue;
         if (!(uring_shim::sq_flags(&ring_) & IORING_SQ_TASKRUN)) break;
         /* Only readiness needs the rest now. When this iteration has
            events and none of them was a poll's (a server on streams),
            the next wait's own enter runs that task work: an enter here
            too would be a syscall more per iteration, two in three of an
            HTTP server's. */
-        if (ready > 0 && queue_count_ == first) break;
+        if (b.ready > 0 && queue_count_ == b.first) break;
         int r = io_uring_get_events(&ring_);
         if (r < 0 && r != -EINTR && r != -EBUSY && r != -EAGAIN) break;
         if (!io_uring_cq_ready(&ring_)) break;
     }
-    if (split != SIZE_MAX && split > first) {
-        /* queue_[first, split): the fds reported now; [split, end): the
-           ones the batch had no room for. Those go first. */
-        std::rotate(queue_ + first, queue_ + split, queue_ + queue_count_);
-        for (size_t i = first; i < queue_count_; ++i)
-            loop_->io_slots[queue_[i]].index = (uint32_t)i;
-    }
-    return ready;
+    rearm_unreported_first(b);
+    return b.ready;
 }
 
 int uring_backend_create(tl_loop *loop, IoBackend **out) noexcept {

@@ -61,6 +61,20 @@ inline constexpr uint32_t kInRearmQueue =
     1u << 1; /* in queue_: arm, or update the armed poll's events */
 inline constexpr uint32_t kArmedShift = 8;
 
+/* One reap's events (UringBackend::reap): the handler of each completion's
+ * kind adds to it. split is where queue_ holds the re-arms of readiness the
+ * batch had no room for (SIZE_MAX while none), first where queue_ ended
+ * when the reap began; full: a completion that carries data found no room
+ * and stays in the CQ, with every one after it, for the next wait. */
+struct ReapBatch {
+    ReadyEvent *out;
+    int cap;
+    int ready;
+    size_t first;
+    size_t split;
+    bool full;
+};
+
 class UringBackend final : public IoBackend, public CompletionOps {
 public:
     explicit UringBackend(tl_loop *loop) noexcept : loop_(loop) {}
@@ -111,8 +125,9 @@ private:
     int enable() noexcept;
     io_uring_sqe *get_sqe() noexcept;
     void post_deferred() noexcept;
-    unsigned reap_ring(ReadyEvent *out, int cap, int *ready, size_t *split, bool *full) noexcept;
+    unsigned reap_ring(ReapBatch &b) noexcept;
     int reap(ReadyEvent *out, int cap) noexcept;
+    void own_cqe(const io_uring_cqe *cqe) noexcept;
 
     /* Poll readiness (poll.cc). */
     int arm(int fd) noexcept;
@@ -120,7 +135,9 @@ private:
     int cancel(uint64_t tag) noexcept;
     void push_cancel(uint64_t tag) noexcept;
     void rearm_pending() noexcept;
-    /* The re-arm queue, also filled by reap_ring (uring.cc). */
+    void poll_cqe(const io_uring_cqe *cqe, ReapBatch &b) noexcept;
+    void rearm_unreported_first(const ReapBatch &b) noexcept;
+    /* The re-arm queue. */
     void enqueue(int fd) noexcept {
         IoSlot &slot = loop_->io_slots[fd];
         if (slot.state & kInRearmQueue) return;
@@ -141,7 +158,7 @@ private:
         return io_tag(fd, loop_->io_slots[fd].watcher->gen);
     }
     uint32_t &parked_len(uint32_t bid) noexcept { return park_len_[bid]; }
-    void stream_cqe(const io_uring_cqe *cqe, ReadyEvent *out, int &ready) noexcept;
+    bool stream_cqe(const io_uring_cqe *cqe, ReapBatch &b) noexcept;
     void streams_free() noexcept;
 
     tl_loop *loop_;
