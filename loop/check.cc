@@ -171,8 +171,7 @@ void loop_verify(tl_loop *loop, const char *where) noexcept {
         ++registered;
         if (w->fd < 0 || size_t(w->fd) != fd) fail(where, "fd registry entry watches another fd");
         if (!(w->flags & IO_ACTIVE)) fail(where, "fd registry holds an inactive watcher");
-        if (reinterpret_cast<tl_loop *>(w->priv[0]) != loop)
-            fail(where, "fd registry holds another loop's watcher");
+        if (io_owner(w) != loop) fail(where, "fd registry holds another loop's watcher");
         if (w->gen == 0) fail(where, "a registration with generation 0");
     }
     if (registered != loop->io_count) fail(where, "io_count disagrees with the fd registry");

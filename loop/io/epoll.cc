@@ -189,7 +189,7 @@ private:
 
     /* An event whose tag names no registration comes from one that
        EPOLL_CTL_DEL could not remove (see the top of this file): replace the
-       set by one holding exactly the registry. The events already collected
+       set by one holding exactly the registry. The events already returned
        stay valid; the loop's filter drops the leftover's. Tags of
        generation 0 are not registrations. */
     void drop_leftovers(const ReadyEvent *events, int n) noexcept {
@@ -211,7 +211,7 @@ private:
     tl_loop *loop_;
     int epfd_;
     int timer_fd_;          /* -1: relative waits */
-    uint64_t armed_ns_ = 0; /* the timerfd's pending deadline; 0: none */
+    uint64_t armed_ns_ = 0; /* the deadline the timerfd holds; 0: none */
     bool use_pwait2_;
     struct epoll_event events_[kMaxEvents];
 };

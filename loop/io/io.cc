@@ -2,7 +2,7 @@
 /*
  * loop/io/: the loop's descriptors and the kernel interfaces that watch them.
  * io.cc (here) holds the fd registry, its tl_io_* API and the dispatch of
- * collected events; backend.h the small interface every I/O backend
+ * events a wait returns; backend.h the small interface every I/O backend
  * implements (IoBackend: add, modify, remove, wait; CompletionOps for the
  * streams' completion path); epoll.cc and uring/ (the ring, its polls and
  * its completion requests) the two backends. Nothing here knows a handle
@@ -20,7 +20,7 @@
  * onto the descriptors tl_loop_fork's steps create.
  *
  * The kernel is told a tag (fd, generation) rather than a watcher pointer:
- * an event collected in the same batch for a watcher that a callback then
+ * an event returned in the same batch for a watcher that a callback then
  * stopped, freed, or stopped and replaced on a reused fd number, finds either
  * no watcher or a different generation in the registry and is dropped. A
  * pointer in the kernel's event data would be a use-after-free. io_current()
@@ -56,10 +56,6 @@ constexpr unsigned kAlwaysReported = TL_ERROR | TL_HUP;
 /* First registry size: covers the descriptors of a small program. */
 constexpr size_t kMinSlots = 64;
 
-tl_loop *owner(const tl_io *w) noexcept {
-    return reinterpret_cast<tl_loop *>(w->priv[0]);
-}
-
 /* Makes the registry big enough to index fd, which must be open. Growth is
  * by a quarter beyond the fd needed: amortised O(1) for fds that climb one
  * by one, and the table never exceeds 1.25 times the highest fd watched. */
@@ -87,7 +83,7 @@ uint32_t next_gen(tl_loop *loop) noexcept {
 
 int start(tl_loop *loop, tl_io *w, unsigned events, uint32_t extra_flags) noexcept {
     if (w->flags & IO_ACTIVE) {
-        if (owner(w) != loop) return -EINVAL;
+        if (io_owner(w) != loop) return -EINVAL;
         if (events == w->events) return 0;
         int r = loop->io->modify(w->fd, events);
         if (r < 0) return r;
@@ -110,7 +106,7 @@ int start(tl_loop *loop, tl_io *w, unsigned events, uint32_t extra_flags) noexce
         return r;
     }
     w->flags = IO_ACTIVE | extra_flags | (w->flags & IO_UNREF);
-    w->priv[0] = reinterpret_cast<uintptr_t>(loop);
+    set_io_owner(w, loop);
     ++loop->io_count;
     if (!(extra_flags & IO_INTERNAL)) {
         ++loop->stats.io_active;
@@ -128,7 +124,7 @@ void stop(tl_loop *loop, tl_io *w) noexcept {
         handle_deactivated(loop, w->flags & IO_UNREF);
     }
     w->flags &= IO_UNREF;
-    w->priv[0] = 0;
+    set_io_owner(w, nullptr);
 }
 
 } // namespace
@@ -216,7 +212,7 @@ int io_register(tl_loop *loop, tl_io *w, uint32_t kind, bool known_open) noexcep
     w->events = 0;
     slot = IoSlot{w, 0, 0};
     w->flags = IO_ACTIVE | kind | (w->flags & IO_UNREF);
-    w->priv[0] = reinterpret_cast<uintptr_t>(loop);
+    set_io_owner(w, loop);
     ++loop->io_count;
     return 0;
 }
@@ -255,7 +251,7 @@ void io_unregister(tl_loop *loop, tl_io *w) noexcept {
     --loop->io_count;
     w->events = 0;
     w->flags &= IO_UNREF;
-    w->priv[0] = 0;
+    set_io_owner(w, nullptr);
 }
 
 int io_replace_fd(tl_loop *loop, tl_io *w, int new_fd) noexcept {
@@ -312,7 +308,7 @@ TL_API int tl_io_stop(tl_loop *loop, tl_io *w) {
     if (!loop || !w) return -EINVAL;
     TL_CHECK_LOOP_THREAD(loop);
     if (!(w->flags & IO_ACTIVE)) return 0;
-    if (owner(w) != loop) return -EINVAL;
+    if (io_owner(w) != loop) return -EINVAL;
     stop(loop, w);
     return 0;
 }
@@ -321,7 +317,7 @@ TL_API int tl_io_set_ref(tl_loop *loop, tl_io *w, int ref) {
     if (!loop || !w) return -EINVAL;
     TL_CHECK_LOOP_THREAD(loop);
     bool active = w->flags & IO_ACTIVE;
-    if (active && owner(w) != loop) return -EINVAL;
+    if (active && io_owner(w) != loop) return -EINVAL;
     bool was = w->flags & IO_UNREF;
     if (ref)
         w->flags &= ~IO_UNREF;

@@ -3,7 +3,7 @@
  * Internal to loop/: what io.cc offers the rest of the loop: the fd
  * registry (lookup, registration of streams and listeners, moving an
  * internal watcher, handing every registration to a backend), the loop's
- * own watchers, and the dispatch of collected events.
+ * own watchers, and the dispatch of the events a wait returned.
  */
 #ifndef TICKLOOP_LOOP_IO_H
 #define TICKLOOP_LOOP_IO_H
@@ -16,6 +16,18 @@
 #include "tickloop/tickloop.h"
 
 namespace tl::detail {
+
+/* tl_io's private words by name. io_owner: priv[0], the loop a watcher,
+   stream or listener is bound to (every kind). priv[1] is the kind's own,
+   named where that kind is served: a stream's completion requests
+   (stream_requests, stream/core.h), a listener's accept callback
+   (accept_cb, stream/listener.cc). */
+inline tl_loop *io_owner(const tl_io *w) noexcept {
+    return reinterpret_cast<tl_loop *>(w->priv[0]);
+}
+inline void set_io_owner(tl_io *w, const tl_loop *loop) noexcept {
+    w->priv[0] = reinterpret_cast<uintptr_t>(loop);
+}
 
 /* What the registry does with the events of a registration a handle owns
    (IO_STREAM, IO_LISTENER): the stream layer fills the table and the loop
@@ -30,7 +42,7 @@ struct HandleIo {
     int (*readd)(tl_loop *loop, IoBackend *io, tl_io *w) noexcept;
 };
 
-/* Runs the callbacks for n collected events; returns how many ran. */
+/* Runs the callbacks for the n events the wait returned; returns how many ran. */
 uint64_t io_dispatch(tl_loop *loop, int n) noexcept;
 /* Starts an internal watcher (does not keep the loop alive). */
 int io_start_internal(tl_loop *loop, tl_io *w, int fd, tl_io_cb cb) noexcept;

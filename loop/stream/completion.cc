@@ -18,7 +18,7 @@ namespace {
 /* Arms the multishot receive of a reading stream, unless one is armed or
    parked data must go first (the pending pass delivers it, then arms). */
 void start_recv(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept {
-    if ((s->flags & (S_READING | S_CLOSING)) != S_READING || (sc(s) & SC_RECV)) return;
+    if ((s->flags & (S_READING | S_CLOSING)) != S_READING || (stream_requests(s) & SC_RECV)) return;
     if (s->parked) {
         mark_pending(loop, s);
         return;
@@ -28,19 +28,19 @@ void start_recv(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept {
         io_internal_error(loop, "io_uring receive", r);
         return;
     }
-    sc(s) |= SC_RECV;
+    stream_requests(s) |= SC_RECV;
 }
 
 void cancel_recv(tl_loop *loop, tl_stream *s) noexcept {
-    if ((sc(s) & (SC_RECV | SC_CANCEL)) != SC_RECV) return;
+    if ((stream_requests(s) & (SC_RECV | SC_CANCEL)) != SC_RECV) return;
     ops(loop).stream_cancel(s->fd, REQ_RECV);
-    sc(s) |= SC_CANCEL;
+    stream_requests(s) |= SC_CANCEL;
 }
 
 /* Submits the next send of the queue (one in flight per stream; a short
    send is continued from its completion). Empty requests complete here. */
 void start_send(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept {
-    if (sc(s) & SC_SEND) return;
+    if (stream_requests(s) & SC_SEND) return;
     while (tl_write_req *req = s->wq_send) {
         if (s->error || (s->flags & S_CLOSING)) return;
         if (!skip_empty(req)) {
@@ -57,7 +57,7 @@ void start_send(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept {
             fail_writes(loop, s, r);
             return;
         }
-        sc(s) |= SC_SEND;
+        stream_requests(s) |= SC_SEND;
         return;
     }
 }
@@ -81,7 +81,7 @@ void deliver_parked(tl_loop *loop, tl_stream *s) noexcept {
 
 void recv_completion(tl_loop *loop, tl_stream *s, const ReadyEvent &ev) noexcept {
     const bool more = ev.cflags & IORING_CQE_F_MORE_BIT;
-    if (!more) sc(s) &= ~(SC_RECV | SC_CANCEL);
+    if (!more) stream_requests(s) &= ~(SC_RECV | SC_CANCEL);
     if (ev.cflags & IORING_CQE_F_BUFFER_BIT) {
         uint32_t bid = ev.cflags >> 16;
         if (s->flags & S_CLOSING) {
@@ -119,7 +119,7 @@ void recv_completion(tl_loop *loop, tl_stream *s, const ReadyEvent &ev) noexcept
 }
 
 void send_completion(tl_loop *loop, tl_stream *s, const ReadyEvent &ev) noexcept {
-    sc(s) &= ~SC_SEND;
+    stream_requests(s) &= ~SC_SEND;
     tl_write_req *req = s->wq_send;
     if (!req) return;
     if (s->flags & S_CLOSING) {
@@ -169,7 +169,7 @@ void write_queued(tl_loop *loop, tl_stream *s, bool) noexcept {
 void closing(tl_loop *loop, tl_stream *s) noexcept {
     cancel_recv(loop, s);
     drop_parked(loop, s);
-    tl_write_req *sending = sc(s) & SC_SEND ? s->wq_send : nullptr;
+    tl_write_req *sending = stream_requests(s) & SC_SEND ? s->wq_send : nullptr;
     if (!sending) {
         fail_writes(loop, s, -ECANCELED);
         return;
@@ -200,7 +200,7 @@ void after_callbacks(tl_loop *, tl_stream *) noexcept {}
 
 int readd(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept {
     /* The requests and buffers of the old backend are gone with it. */
-    sc(s) = 0;
+    stream_requests(s) = 0;
     s->parked = 0;
     if ((s->flags & (S_READING | S_CLOSING)) == S_READING) {
         int r = io->completion()->stream_buffers();

@@ -34,7 +34,7 @@ constexpr uint32_t IORING_CQE_F_MORE_BIT = 1u << 1;
 enum : uint32_t {
     S_MAGIC = 0x57e10000u,
     S_MAGIC_MASK = 0xffff0000u,
-    S_BOUND = 1u << 0,   /* an active handle of io.priv[0]'s loop        */
+    S_BOUND = 1u << 0,   /* an active handle of its io_owner loop        */
     S_REG = 1u << 1,     /* in the fd registry                          */
     S_READING = 1u << 2, /* tl_stream_read_start, no EOF or error since */
     S_CLOSING = 1u << 3, /* tl_stream_close called, close callback due  */
@@ -44,7 +44,8 @@ enum : uint32_t {
                             counts as referenced until its close callback */
 };
 
-/* A stream's requests in the completion backend, in io.priv[1]. */
+/* A stream's requests in the completion backend (stream_requests: its
+   io.priv[1]). */
 enum : uintptr_t {
     SC_RECV = 1u << 0,   /* a multishot receive is armed (its last CQE not seen) */
     SC_CANCEL = 1u << 1, /* its cancellation is on the way                       */
@@ -64,8 +65,8 @@ enum : uint32_t {
 
 /* tl_write_req::flags. */
 enum : uint32_t {
-    REQ_QUEUED = 1u << 0,
-    REQ_BLOCK = 1u << 1, /* bufs.many.iov is a block of the loop's copies */
+    WR_QUEUED = 1u << 0,
+    WR_BLOCK = 1u << 1, /* bufs.many.iov is a block of the loop's copies */
 };
 
 inline tl_stream *stream_of(tl_io *w) noexcept {
@@ -79,8 +80,8 @@ inline tl_listener *listener_of(tl_io *w) noexcept {
 inline CompletionOps &ops(tl_loop *loop) noexcept {
     return *loop->io->completion();
 }
-/* A stream's requests in the completion backend (SC_* bits). */
-inline uintptr_t &sc(tl_stream *s) noexcept {
+/* A stream's requests in the completion backend (SC_* bits): io.priv[1]. */
+inline uintptr_t &stream_requests(tl_stream *s) noexcept {
     return s->io.priv[1];
 }
 

@@ -28,8 +28,12 @@ constexpr int kAcceptsPerEvent = 64;
  * of the loop closes (which frees a descriptor). */
 constexpr uint64_t kAcceptRetryNs = 50000000;
 
+/* A listener's accept callback: its io.priv[1]. */
 tl_accept_cb accept_cb(const tl_listener *l) noexcept {
     return reinterpret_cast<tl_accept_cb>(l->io.priv[1]);
+}
+void set_accept_cb(tl_listener *l, tl_accept_cb cb) noexcept {
+    l->io.priv[1] = reinterpret_cast<uintptr_t>(cb);
 }
 
 void cancel_accept(tl_loop *loop, tl_listener *l) noexcept {
@@ -170,7 +174,7 @@ TL_API int tl_listener_start(tl_loop *loop, tl_listener *l, int fd, tl_accept_cb
     /* Started: its registration is in a loop's table (checked without
        trusting the memory more than that). */
     if ((l->flags & (L_MAGIC_MASK | L_ACTIVE)) == (L_MAGIC | L_ACTIVE)) {
-        tl_loop *other = reinterpret_cast<tl_loop *>(l->io.priv[0]);
+        tl_loop *other = io_owner(&l->io);
         if (other != loop) return -EBUSY;
         if (l->io.fd >= 0 && (size_t)l->io.fd < loop->io_slots_size &&
             loop->io_slots[l->io.fd].watcher == &l->io)
@@ -184,7 +188,7 @@ TL_API int tl_listener_start(tl_loop *loop, tl_listener *l, int fd, tl_accept_cb
     uint32_t unref = (l->flags & L_MAGIC_MASK) == L_MAGIC ? l->flags & L_UNREF : 0;
     std::memset(&l->io, 0, sizeof l->io);
     l->io.fd = fd;
-    l->io.priv[1] = reinterpret_cast<uintptr_t>(cb);
+    set_accept_cb(l, cb);
     int r = io_register(loop, &l->io, IO_LISTENER);
     if (r < 0) return r;
     int fl = fcntl(fd, F_GETFL);
@@ -210,7 +214,7 @@ TL_API int tl_listener_stop(tl_loop *loop, tl_listener *l) {
     if (!loop || !l) return -EINVAL;
     TL_CHECK_LOOP_THREAD(loop);
     if ((l->flags & (L_MAGIC_MASK | L_ACTIVE)) != (L_MAGIC | L_ACTIVE)) return 0;
-    if (reinterpret_cast<tl_loop *>(l->io.priv[0]) != loop) return -EINVAL;
+    if (io_owner(&l->io) != loop) return -EINVAL;
     if (l->flags & L_PAUSED) {
         if (--loop->accepts_paused == 0) tl_timer_stop(loop, &loop->accept_timer);
     }
@@ -231,7 +235,7 @@ TL_API int tl_listener_set_ref(tl_loop *loop, tl_listener *l, int ref) {
     if (!loop || !l) return -EINVAL;
     TL_CHECK_LOOP_THREAD(loop);
     bool active = (l->flags & (L_MAGIC_MASK | L_ACTIVE)) == (L_MAGIC | L_ACTIVE);
-    if (active && reinterpret_cast<tl_loop *>(l->io.priv[0]) != loop) return -EINVAL;
+    if (active && io_owner(&l->io) != loop) return -EINVAL;
     if ((l->flags & L_MAGIC_MASK) != L_MAGIC) l->flags = L_MAGIC;
     bool was = l->flags & L_UNREF;
     if (ref)

@@ -63,7 +63,7 @@ bool is_pow2(uint32_t v) noexcept {
 }
 
 tl_loop *owner(const tl_stream *s) noexcept {
-    return reinterpret_cast<tl_loop *>(s->io.priv[0]);
+    return io_owner(&s->io);
 }
 
 bool initialised(const tl_stream *s) noexcept {
@@ -107,7 +107,7 @@ int bind(tl_loop *loop, tl_stream *s, bool need_fd) noexcept {
         s->flags |= S_REG;
     } else {
         if (need_fd) return r;
-        s->io.priv[0] = reinterpret_cast<uintptr_t>(loop);
+        set_io_owner(&s->io, loop);
     }
     s->flags |= S_BOUND;
     bool unref = s->flags & S_UNREF;
@@ -120,12 +120,12 @@ int bind(tl_loop *loop, tl_stream *s, bool need_fd) noexcept {
 /* The close's last steps: the fd goes, then the callback (which may free s). */
 void finish_close(tl_loop *loop, tl_stream *s) noexcept {
     if (s->flags & S_REG) io_unregister(loop, &s->io);
-    sc(s) = 0;
+    stream_requests(s) = 0;
     if (s->fd >= 0) close(s->fd);
     handle_deactivated(loop, false); /* closing: counted as referenced */
     --loop->stats.streams_active;
     s->flags = S_MAGIC | S_CLOSED | (s->flags & S_UNREF);
-    s->io.priv[0] = 0;
+    set_io_owner(&s->io, nullptr);
     listeners_resume(loop); /* a descriptor is free again */
     if (s->close_cb) s->close_cb(loop, s);
 }

@@ -121,8 +121,8 @@ namespace tl::detail {
 /* A request's array is read only while it has bytes left: its block goes
  * back to the loop as soon as it completes. */
 void release_bufs(tl_loop *loop, tl_write_req *req) noexcept {
-    if (!(req->flags & REQ_BLOCK)) return;
-    req->flags &= ~REQ_BLOCK;
+    if (!(req->flags & WR_BLOCK)) return;
+    req->flags &= ~WR_BLOCK;
     iov_block_put(loop, const_cast<struct iovec *>(req->bufs.many.iov));
 }
 
@@ -135,7 +135,7 @@ bool skip_empty(tl_write_req *req) noexcept {
 /* Stores the request's array: copied when it has up to kCopiedIov buffers
  * (so the caller's may be on its stack), else the caller's own. */
 int set_bufs(tl_loop *loop, tl_write_req *req, const struct iovec *iov, int iovcnt) noexcept {
-    req->flags = REQ_QUEUED;
+    req->flags = WR_QUEUED;
     req->iovcnt = iovcnt;
     req->index = 0;
     req->status = 0;
@@ -155,7 +155,7 @@ int set_bufs(tl_loop *loop, tl_write_req *req, const struct iovec *iov, int iovc
     if (!block) return -ENOMEM;
     std::memcpy(block, iov, (size_t)iovcnt * sizeof *iov);
     req->bufs.many.iov = block;
-    req->flags |= REQ_BLOCK;
+    req->flags |= WR_BLOCK;
     return 0;
 }
 

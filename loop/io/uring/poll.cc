@@ -149,7 +149,7 @@ void UringBackend::push_cancel(uint64_t tag) noexcept {
    SQE), bring armed polls' events up to date, retry removals; the
    completions still held as task work go to the CQ first when those
    re-arms need it (post_deferred). */
-void UringBackend::rearm_pending() noexcept {
+void UringBackend::arm_queued() noexcept {
     post_deferred();
     size_t kept = 0;
     for (size_t i = 0; i < cancel_count_; ++i)

@@ -100,7 +100,7 @@ bool UringBackend::needs_enter() const noexcept {
 int UringBackend::flush() noexcept {
     int r = enable();
     if (r < 0) return r;
-    rearm_pending();
+    arm_queued();
     r = io_uring_submit(&ring_);
     return r < 0 && r != -EBUSY && r != -EAGAIN ? r : 0;
 }
@@ -135,7 +135,7 @@ int UringBackend::wait(uint64_t deadline_ns, ReadyEvent *out, int cap) noexcept 
     int r = enable();
     if (r < 0) return r;
     if (evfd_ >= 0) drain_eventfd();
-    rearm_pending();
+    arm_queued();
     if (deadline_ns == 0) {
         /* NOWAIT: never block, and enter the kernel only to submit or
            when it flags work for us (deferred task work, CQ overflow):

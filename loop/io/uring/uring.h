@@ -134,7 +134,7 @@ private:
     int update(int fd, unsigned events) noexcept;
     int cancel(uint64_t tag) noexcept;
     void push_cancel(uint64_t tag) noexcept;
-    void rearm_pending() noexcept;
+    void arm_queued() noexcept;
     void poll_cqe(const io_uring_cqe *cqe, ReapBatch &b) noexcept;
     void rearm_unreported_first(const ReapBatch &b) noexcept;
     /* The re-arm queue. */
