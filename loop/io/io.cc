@@ -172,7 +172,7 @@ int io_readd_all(tl_loop *loop, IoBackend *io) noexcept {
         /* A stream or listener with no readiness wanted is not in the
            backend (io_interest), unless the backend drives it with
            completions (it re-arms them in add). */
-        if (slot.watcher->events == 0 && !loop->streams_completion) continue;
+        if (slot.watcher->events == 0 && !loop->handle_io->completion) continue;
         slot.state = slot.index = 0;
         int r = io->add((int)fd);
         if (r < 0 && r != -EBADF && first == 0) first = r;
@@ -245,7 +245,7 @@ int io_interest(tl_loop *loop, tl_io *w, unsigned events) noexcept {
 
 void io_unregister(tl_loop *loop, tl_io *w) noexcept {
     if (!(w->flags & IO_ACTIVE)) return;
-    if (w->events != 0 || loop->streams_completion || loop->io_slots[w->fd].state)
+    if (w->events != 0 || loop->handle_io->completion || loop->io_slots[w->fd].state)
         loop->io->remove(w->fd);
     loop->io_slots[w->fd] = IoSlot{};
     --loop->io_count;

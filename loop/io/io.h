@@ -35,8 +35,11 @@ inline void set_io_owner(tl_io *w, const tl_loop *loop) noexcept {
    knowing the layer above. event: readiness or a completion for w; stale: a
    completion whose registration is gone (return its buffer, close an
    accepted socket); readd: give w's requests to io (a fresh backend after
-   tl_loop_fork, or io_readd_all). */
+   tl_loop_fork, or io_readd_all). completion: the handles' requests are
+   the backend's own (io_uring's completion path), so a registration without
+   readiness interest is still in the backend. */
 struct HandleIo {
+    bool completion;
     void (*event)(tl_loop *loop, tl_io *w, const ReadyEvent &ev) noexcept;
     void (*stale)(tl_loop *loop, const ReadyEvent &ev) noexcept;
     int (*readd)(tl_loop *loop, IoBackend *io, tl_io *w) noexcept;

@@ -211,13 +211,76 @@ int readd(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept {
     return 0;
 }
 
+/* Listeners: a multishot accept per listener, one completion per socket. */
+int accept_start(tl_loop *loop, tl_listener *l) noexcept {
+    int r = ops(loop).listener_accept(l->fd);
+    if (r == 0) l->flags |= L_ARMED;
+    return r;
+}
+
+void cancel_accept(tl_loop *loop, tl_listener *l) noexcept {
+    if ((l->flags & (L_ARMED | L_CANCEL)) != L_ARMED) return;
+    ops(loop).stream_cancel(l->fd, REQ_ACCEPT);
+    l->flags |= L_CANCEL;
+}
+
+void accept_resume(tl_loop *loop, tl_listener *l) noexcept {
+    /* An accept still armed (its cancellation under way) is re-armed by its
+       last completion. */
+    if (l->flags & L_ARMED) return;
+    int r = ops(loop).listener_accept(l->fd);
+    if (r < 0) {
+        io_internal_error(loop, "io_uring accept", r);
+        return;
+    }
+    l->flags |= L_ARMED;
+}
+
+/* One completion of l's multishot accept. */
+void listener_event(tl_loop *loop, tl_listener *l, const ReadyEvent &ev) noexcept {
+    if (!(ev.cflags & IORING_CQE_F_MORE_BIT)) l->flags &= ~(L_ARMED | L_CANCEL);
+    int res = ev.res;
+    if (res >= 0) {
+        /* One accepted while a pause's cancellation was on its way is
+           still a connection for the callback. */
+        if (!accepted(loop, l, res)) return; /* stopped (and maybe freed) */
+    } else if (res != -ECANCELED && res != -EINTR && res != -ECONNABORTED && res != -EPROTO &&
+               res != -EAGAIN) {
+        accept_failed(loop, l, res);
+        return;
+    }
+    if (!(l->flags & (L_ARMED | L_PAUSED))) accept_resume(loop, l);
+}
+
+int listener_readd(tl_loop *, IoBackend *io, tl_listener *l) noexcept {
+    l->flags &= ~(L_ARMED | L_CANCEL);
+    if (l->flags & L_PAUSED) return 0;
+    int r = io->completion()->listener_accept(l->fd);
+    if (r == 0) l->flags |= L_ARMED;
+    return r;
+}
+
 } // namespace
 
 namespace tl::detail {
 
 const StreamPath kCompletionPath = {
-    "completion", prepare_read, read_started,     cancel_recv,     write_queued,
-    closing,      event,        before_callbacks, after_callbacks, readd,
+    .name = "completion",
+    .prepare_read = prepare_read,
+    .read_started = read_started,
+    .read_stopped = cancel_recv,
+    .write_queued = write_queued,
+    .closing = closing,
+    .event = event,
+    .before_callbacks = before_callbacks,
+    .after_callbacks = after_callbacks,
+    .readd = readd,
+    .accept_start = accept_start,
+    .accept_pause = cancel_accept,
+    .accept_resume = accept_resume,
+    .accept_stop = cancel_accept,
+    .listener_event = listener_event,
+    .listener_readd = listener_readd,
 };
 
 } // namespace tl::detail

@@ -85,9 +85,11 @@ inline uintptr_t &stream_requests(tl_stream *s) noexcept {
     return s->io.priv[1];
 }
 
-/* What differs between the readiness and the completion path, called by the
- * core at the points where the two part. Each entry gets a stream of the
- * loop whose path it is. */
+/* What differs between the readiness and the completion path, for streams
+ * and listeners alike, called by the core (stream.cc, listener.cc) at the
+ * points where the two part. Each entry gets a handle of the loop whose path
+ * it is. Written with designated initialisers; an entry a path has nothing
+ * to do for points at a function that does nothing. */
 struct StreamPath {
     const char *name; /* tl_loop_stream_path */
     /* Before a stream of the loop first reads: the loop's read buffers. 0 or
@@ -110,6 +112,17 @@ struct StreamPath {
     void (*after_callbacks)(tl_loop *loop, tl_stream *s) noexcept;
     /* Gives s's requests to io, a fresh backend (completion path only). */
     int (*readd)(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept;
+
+    /* l was registered: start accepting. 0 or -errno. */
+    int (*accept_start)(tl_loop *loop, tl_listener *l) noexcept;
+    /* Accepting pauses (an accept error) / resumes / ends (l stops). */
+    void (*accept_pause)(tl_loop *loop, tl_listener *l) noexcept;
+    void (*accept_resume)(tl_loop *loop, tl_listener *l) noexcept;
+    void (*accept_stop)(tl_loop *loop, tl_listener *l) noexcept;
+    /* An event of l's registration (readiness, or an accept's completion). */
+    void (*listener_event)(tl_loop *loop, tl_listener *l, const ReadyEvent &ev) noexcept;
+    /* Gives l's accept to io, a fresh backend (completion path only). */
+    int (*listener_readd)(tl_loop *loop, IoBackend *io, tl_listener *l) noexcept;
 };
 extern const StreamPath kReadinessPath;
 extern const StreamPath kCompletionPath;
@@ -143,8 +156,12 @@ void listeners_configure(tl_loop *loop) noexcept;
 /* Gives every paused listener its readiness back (a stream closed: a
    descriptor is free again). */
 void listeners_resume(tl_loop *loop) noexcept;
-void listener_event(tl_loop *loop, tl_listener *l, const ReadyEvent &ev) noexcept;
-int listener_readd(tl_loop *loop, IoBackend *io, tl_listener *l) noexcept;
+/* The paths' accepts end here. accepted: fd (>= 0) was accepted for l: its
+   callback runs; false if the callback stopped l (which may be freed).
+   accept_failed: an error a retry would hit again (out of descriptors or
+   memory): accepting pauses, and the callback gets err. */
+bool accepted(tl_loop *loop, tl_listener *l, int fd) noexcept;
+void accept_failed(tl_loop *loop, tl_listener *l, int err) noexcept;
 
 } // namespace tl::detail
 

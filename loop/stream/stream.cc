@@ -196,7 +196,7 @@ namespace {
 
 void stream_event(tl_loop *loop, tl_io *w, const ReadyEvent &ev) noexcept {
     if (w->flags & IO_LISTENER)
-        listener_event(loop, listener_of(w), ev);
+        path(loop).listener_event(loop, listener_of(w), ev);
     else
         path(loop).event(loop, stream_of(w), ev);
 }
@@ -209,12 +209,20 @@ void stream_stale(tl_loop *loop, const ReadyEvent &ev) noexcept {
 }
 
 int stream_readd(tl_loop *loop, IoBackend *io, tl_io *w) noexcept {
-    if (w->flags & IO_LISTENER) return listener_readd(loop, io, listener_of(w));
     const StreamPath &p = path(loop);
+    if (w->flags & IO_LISTENER)
+        return p.listener_readd ? p.listener_readd(loop, io, listener_of(w)) : 0;
     return p.readd ? p.readd(loop, io, stream_of(w)) : 0;
 }
 
-const HandleIo kStreamIo = {
+const HandleIo kReadinessIo = {
+    .completion = false,
+    .event = stream_event,
+    .stale = stream_stale,
+    .readd = stream_readd,
+};
+const HandleIo kCompletionIo = {
+    .completion = true,
     .event = stream_event,
     .stale = stream_stale,
     .readd = stream_readd,
@@ -223,8 +231,9 @@ const HandleIo kStreamIo = {
 } // namespace
 
 void streams_choose_path(tl_loop *loop) noexcept {
-    loop->stream_path = loop->streams_completion ? &kCompletionPath : &kReadinessPath;
-    loop->handle_io = &kStreamIo;
+    const bool completion = loop->streams_completion;
+    loop->stream_path = completion ? &kCompletionPath : &kReadinessPath;
+    loop->handle_io = completion ? &kCompletionIo : &kReadinessIo;
 }
 
 uint64_t streams_run_pending(tl_loop *loop) noexcept {
