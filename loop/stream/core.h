@@ -127,11 +127,25 @@ struct StreamPath {
 extern const StreamPath kReadinessPath;
 extern const StreamPath kCompletionPath;
 
-/* stream.cc */
-void mark_pending(tl_loop *loop, tl_stream *s) noexcept;
+/* Puts s on the loop's pending list (its callbacks are due), once. The
+   core's helper every file of the folder calls; stream.cc runs the list. */
+inline void mark_pending(tl_loop *loop, tl_stream *s) noexcept {
+    if (s->flags & S_PENDING) return;
+    s->flags |= S_PENDING;
+    s->pending_next = nullptr;
+    if (loop->stream_pending_tail)
+        loop->stream_pending_tail->pending_next = s;
+    else
+        loop->stream_pending_head = s;
+    loop->stream_pending_tail = s;
+}
 
 /* write_queue.cc: the requests of a stream. */
-int set_bufs(tl_loop *loop, tl_write_req *req, const struct iovec *iov, int iovcnt) noexcept;
+/* Appends req (iov, iovcnt: `total` bytes) to s's queue, its array stored
+   (copied when short); it becomes wq_send if nothing else is left to send.
+   0 or -ENOMEM, with nothing queued. */
+int queue_write(tl_loop *loop, tl_stream *s, tl_write_req *req, const struct iovec *iov, int iovcnt,
+                size_t total) noexcept;
 void write_queue_free(tl_loop *loop) noexcept;
 /* Steps over empty buffers; false when none with bytes is left. */
 bool skip_empty(tl_write_req *req) noexcept;

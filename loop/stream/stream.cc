@@ -162,17 +162,6 @@ uint64_t run_stream(tl_loop *loop, tl_stream *s) noexcept {
 
 namespace tl::detail {
 
-void mark_pending(tl_loop *loop, tl_stream *s) noexcept {
-    if (s->flags & S_PENDING) return;
-    s->flags |= S_PENDING;
-    s->pending_next = nullptr;
-    if (loop->stream_pending_tail)
-        loop->stream_pending_tail->pending_next = s;
-    else
-        loop->stream_pending_head = s;
-    loop->stream_pending_tail = s;
-}
-
 int streams_configure(tl_loop *loop, const tl_loop_options *opts) noexcept {
     uint32_t size = opts->read_buffer_size ? opts->read_buffer_size : kDefaultReadBufferSize;
     uint32_t count = opts->read_buffer_count ? opts->read_buffer_count : kDefaultReadBufferCount;
@@ -317,19 +306,10 @@ TL_API int tl_stream_write(tl_loop *loop, tl_stream *s, tl_write_req *req, const
     if (req == s->wq_head || req == s->wq_send || req == s->wq_tail) return -EBUSY;
     r = bind(loop, s, true);
     if (r < 0) return r;
-    r = set_bufs(loop, req, iov, iovcnt);
+    r = queue_write(loop, s, req, iov, iovcnt, total);
     if (r < 0) return r;
-    req->stream = s;
     req->cb = cb;
-    req->next = nullptr;
-    if (s->wq_tail)
-        s->wq_tail->next = req;
-    else
-        s->wq_head = req;
-    s->wq_tail = req;
-    s->wq_bytes += total;
-    bool first = !s->wq_send;
-    if (first) s->wq_send = req;
+    bool first = s->wq_send == req;
     if (s->error) {
         fail_writes(loop, s, s->error);
         return 0;

@@ -132,6 +132,8 @@ bool skip_empty(tl_write_req *req) noexcept {
     return req->index < req->iovcnt;
 }
 
+namespace {
+
 /* Stores the request's array: copied when it has up to kCopiedIov buffers
  * (so the caller's may be on its stack), else the caller's own. */
 int set_bufs(tl_loop *loop, tl_write_req *req, const struct iovec *iov, int iovcnt) noexcept {
@@ -156,6 +158,24 @@ int set_bufs(tl_loop *loop, tl_write_req *req, const struct iovec *iov, int iovc
     std::memcpy(block, iov, (size_t)iovcnt * sizeof *iov);
     req->bufs.many.iov = block;
     req->flags |= WR_BLOCK;
+    return 0;
+}
+
+} // namespace
+
+int queue_write(tl_loop *loop, tl_stream *s, tl_write_req *req, const struct iovec *iov, int iovcnt,
+                size_t total) noexcept {
+    int r = set_bufs(loop, req, iov, iovcnt);
+    if (r < 0) return r;
+    req->stream = s;
+    req->next = nullptr;
+    if (s->wq_tail)
+        s->wq_tail->next = req;
+    else
+        s->wq_head = req;
+    s->wq_tail = req;
+    s->wq_bytes += total;
+    if (!s->wq_send) s->wq_send = req;
     return 0;
 }
 
