@@ -86,7 +86,7 @@ struct tl_loop {
     uint64_t stream_unref;  /* bound streams and started listeners that are unreferenced */
     void *read_buf;         /* the readiness path's one read buffer; null until used */
     struct iovec *iov_free; /* copies of 2-4 buffer write arrays: free blocks */
-    void *iov_chunks;       /* the chunks those blocks come from (write_queue.cc) */
+    void *iov_chunks;       /* the chunks those blocks come from (stream.cc) */
     uint32_t read_buffer_size, read_buffer_count;
     bool streams_completion;                   /* io_uring completion path (else readiness)       */
     const tl::detail::StreamPath *stream_path; /* the path's table (stream/core.h) */

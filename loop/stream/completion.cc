@@ -10,6 +10,7 @@
 #include <cerrno>
 
 #include "loop/stream/core.h"
+#include "loop/stream/write_queue.h"
 
 using namespace tl::detail;
 

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the stream core (stream.cc: handles, the pending pass and the API;
- * write_queue.cc: the requests and what a send takes from them), its two
- * paths (readiness.cc, completion.cc) and listener.cc share:
+ * What the stream core (stream.cc: handles, the pending pass, the API and
+ * the write queue's storage; write_queue.h: what a send takes from the
+ * queue), its two paths (readiness.cc, completion.cc) and listener.cc share:
  * the handles' state bits, and the helpers the paths call. The core calls a
  * loop's path through the StreamPath table chosen when its I/O backend is
  * created; the paths call the core's helpers and never each other.
@@ -140,30 +140,8 @@ inline void mark_pending(tl_loop *loop, tl_stream *s) noexcept {
     loop->stream_pending_tail = s;
 }
 
-/* write_queue.cc: the requests of a stream. */
-/* Appends req (iov, iovcnt: `total` bytes) to s's queue, its array stored
-   (copied when short); it becomes wq_send if nothing else is left to send.
-   0 or -ENOMEM, with nothing queued. */
-int queue_write(tl_loop *loop, tl_stream *s, tl_write_req *req, const struct iovec *iov, int iovcnt,
-                size_t total) noexcept;
+/* stream.cc: the write queue's storage (its operations: write_queue.h). */
 void write_queue_free(tl_loop *loop) noexcept;
-/* Steps over empty buffers; false when none with bytes is left. */
-bool skip_empty(tl_write_req *req) noexcept;
-/* Fills v with up to cap buffers of the queue from wq_send on, skipping
- * empty ones: of every queued request, or of wq_send alone. Returns their
- * number; *total is their bytes, at most `limit` (the last buffer is
- * shortened to keep it). */
-int gather(tl_stream *s, struct iovec *v, int cap, bool whole_queue, size_t limit,
-           size_t *total) noexcept;
-/* Completes wq_send with `status` and moves to the next request. */
-void complete_send(tl_loop *loop, tl_stream *s, int status) noexcept;
-/* Every request from wq_send on fails with err (a send error, or a close). */
-void fail_writes(tl_loop *loop, tl_stream *s, int err) noexcept;
-/* n bytes of the queue were handed to the kernel. */
-void advance(tl_loop *loop, tl_stream *s, size_t n) noexcept;
-/* A request that completed before the end of its bytes (a cancelled send)
-   gives its copy back. */
-void release_bufs(tl_loop *loop, tl_write_req *req) noexcept;
 
 /* listener.cc */
 void listeners_configure(tl_loop *loop) noexcept;

@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 
 #include "loop/stream/core.h"
+#include "loop/stream/write_queue.h"
 
 using namespace tl::detail;
 

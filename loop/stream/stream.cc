@@ -2,10 +2,14 @@
 /*
  * loop/stream/: streams and listeners, whose receives, sends and accepts the
  * loop performs. stream.cc (here) is the core: handles, binding, the pending
- * pass and the tl_stream_* calls; write_queue.cc a stream's queued write
- * requests; readiness.cc and completion.cc the two paths the core calls
- * through its StreamPath table (core.h); listener.cc the listeners on both.
- * The folder stands on io/ and calls down into it only.
+ * pass, the tl_stream_* calls and the write queue's storage; write_queue.h
+ * the queue's operations, inline in the paths; readiness.cc and
+ * completion.cc the two paths the core calls through its StreamPath table
+ * (core.h); listener.cc the listeners on both. The folder stands on io/ and
+ * calls down into it only. A write goes down one way: tl_stream_write
+ * queues it here, and its path (readiness.cc: sendmsg; completion.cc: a
+ * send request of io/uring/streams.cc) sends it, with the queue's inline
+ * operations, and never calls back into this file.
  *
  * A stream or listener is registered in the loop's fd registry (io/io.cc)
  * through the tl_io embedded in it, flagged IO_STREAM or IO_LISTENER, so that
@@ -17,8 +21,7 @@
  * The stream core: handles, binding, the pending pass and the tl_stream_*
  * calls. What differs between the two paths (tl_loop_stream_path) is in
  * readiness.cc and completion.cc, reached through the loop's
- * StreamPath table (core.h), chosen when its I/O backend is created;
- * the write queue is in write_queue.cc, listeners in listener.cc.
+ * StreamPath table (core.h), chosen when its I/O backend is created.
  *
  * Callbacks. Read and accept callbacks run from the dispatch of the event
  * that produced them. Write callbacks and close callbacks run from
@@ -39,6 +42,7 @@
 #include <unistd.h>
 
 #include "loop/stream/core.h"
+#include "loop/stream/write_queue.h"
 
 using namespace tl::detail;
 
@@ -60,6 +64,75 @@ constexpr uint32_t kMaxReadBufferCount = 32768; /* buffer ids are 16 bits */
 
 bool is_pow2(uint32_t v) noexcept {
     return v && !(v & (v - 1));
+}
+
+/* The write queue's storage (its operations are write_queue.h's). */
+
+/* Blocks are carved from chunks of this many, kept until the loop is freed:
+ * after the most writes of 2-4 buffers ever queued at once, none allocates. */
+constexpr size_t kBlocksPerChunk = 64;
+struct IovChunk {
+    IovChunk *next;
+    struct iovec blocks[kBlocksPerChunk][kCopiedIov];
+};
+
+struct iovec *iov_block_get(tl_loop *loop) noexcept {
+    if (!loop->iov_free) {
+        auto *chunk = static_cast<IovChunk *>(std::malloc(sizeof(IovChunk)));
+        if (!chunk) return nullptr;
+        chunk->next = static_cast<IovChunk *>(loop->iov_chunks);
+        loop->iov_chunks = chunk;
+        for (auto &block : chunk->blocks) iov_block_put(loop, block);
+    }
+    struct iovec *block = loop->iov_free;
+    loop->iov_free = static_cast<struct iovec *>(block[0].iov_base);
+    return block;
+}
+
+/* Stores the request's array: copied when it has up to kCopiedIov buffers
+ * (so the caller's may be on its stack), else the caller's own. */
+int set_bufs(tl_loop *loop, tl_write_req *req, const struct iovec *iov, int iovcnt) noexcept {
+    req->flags = WR_QUEUED;
+    req->iovcnt = iovcnt;
+    req->index = 0;
+    req->status = 0;
+    if (iovcnt == 1) {
+        req->bufs.one = iov[0];
+        return 0;
+    }
+    req->bufs.many.offset = 0;
+    if (iovcnt > kCopiedIov || iovcnt == 0) {
+        req->bufs.many.iov = iov;
+#ifndef NDEBUG
+        if (iovcnt) req->status = (int)iov_hash(iov, iovcnt);
+#endif
+        return 0;
+    }
+    struct iovec *block = iov_block_get(loop);
+    if (!block) return -ENOMEM;
+    std::memcpy(block, iov, (size_t)iovcnt * sizeof *iov);
+    req->bufs.many.iov = block;
+    req->flags |= WR_BLOCK;
+    return 0;
+}
+
+/* Appends req (iov, iovcnt: `total` bytes) to s's queue, its array stored;
+   it becomes wq_send if nothing else is left to send. 0 or -ENOMEM, with
+   nothing queued. */
+int queue_write(tl_loop *loop, tl_stream *s, tl_write_req *req, const struct iovec *iov, int iovcnt,
+                size_t total) noexcept {
+    int r = set_bufs(loop, req, iov, iovcnt);
+    if (r < 0) return r;
+    req->stream = s;
+    req->next = nullptr;
+    if (s->wq_tail)
+        s->wq_tail->next = req;
+    else
+        s->wq_head = req;
+    s->wq_tail = req;
+    s->wq_bytes += total;
+    if (!s->wq_send) s->wq_send = req;
+    return 0;
 }
 
 tl_loop *owner(const tl_stream *s) noexcept {
@@ -173,6 +246,16 @@ int streams_configure(tl_loop *loop, const tl_loop_options *opts) noexcept {
     loop->stream_path = &kReadinessPath;
     listeners_configure(loop);
     return 0;
+}
+
+void write_queue_free(tl_loop *loop) noexcept {
+    for (auto *chunk = static_cast<IovChunk *>(loop->iov_chunks); chunk;) {
+        IovChunk *next = chunk->next;
+        std::free(chunk);
+        chunk = next;
+    }
+    loop->iov_chunks = nullptr;
+    loop->iov_free = nullptr;
 }
 
 void streams_close(tl_loop *loop) noexcept {
