@@ -181,7 +181,7 @@ void UringBackend::arm_queued() noexcept {
    meanwhile), so its poll is re-armed instead, and the kernel reports it
    again then if the fd is still ready, as epoll re-checks its ready list
    at each wait (b.split marks where those re-arms start). */
-void UringBackend::poll_cqe(const io_uring_cqe *cqe, ReapBatch &b) noexcept {
+void UringBackend::poll_cqe(const io_uring_cqe *cqe, Reaped &b) noexcept {
     uint64_t tag = io_uring_cqe_get_data64(cqe);
     int res = cqe->res;
     IoSlot *slot = io_current(loop_, tag);
@@ -209,7 +209,7 @@ void UringBackend::poll_cqe(const io_uring_cqe *cqe, ReapBatch &b) noexcept {
 /* After a reap: queue_[b.first, b.split) holds the fds reported now,
    [b.split, end) those the batch had no room for. Those go first, so that
    with more ready fds than a batch each gets its turn. */
-void UringBackend::rearm_unreported_first(const ReapBatch &b) noexcept {
+void UringBackend::rearm_unreported_first(const Reaped &b) noexcept {
     if (b.split == SIZE_MAX || b.split <= b.first) return;
     std::rotate(queue_ + b.first, queue_ + b.split, queue_ + queue_count_);
     for (size_t i = b.first; i < queue_count_; ++i) loop_->io_slots[queue_[i]].index = (uint32_t)i;

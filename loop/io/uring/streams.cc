@@ -200,7 +200,7 @@ bool UringBackend::buffer_unpark(uint32_t *chain, uint32_t *bid, uint32_t *len) 
    registration is current, else cleaned up here. It carries data and
    cannot be asked for again: false (b.full) if the batch has no room, and
    it stays in the CQ for the next wait. */
-bool UringBackend::stream_cqe(const io_uring_cqe *cqe, ReapBatch &b) noexcept {
+bool UringBackend::stream_cqe(const io_uring_cqe *cqe, Reaped &b) noexcept {
     uint64_t tag = io_uring_cqe_get_data64(cqe);
     uint64_t base = req_base(tag);
     unsigned kind = req_kind(tag);

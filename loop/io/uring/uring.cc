@@ -312,7 +312,7 @@ void UringBackend::own_cqe(const io_uring_cqe *cqe) noexcept {
    poll.cc, streams' and listeners' requests to streams.cc. Returns the
    CQEs consumed: all of them, or those before one that found the batch
    full (b.full). */
-unsigned UringBackend::reap_ring(ReapBatch &b) noexcept {
+unsigned UringBackend::reap_ring(Reaped &b) noexcept {
     /* An empty CQ is not peeked: liburing's peek then enters the kernel
        for the task work itself, which is reap's decision. */
     if (!io_uring_cq_ready(&ring_)) return 0;
@@ -347,7 +347,7 @@ unsigned UringBackend::reap_ring(ReapBatch &b) noexcept {
    poll in flight and none is re-armed before the next wait. */
 int UringBackend::reap(ReadyEvent *out, int cap) noexcept {
     if (cap > kMaxEvents) cap = kMaxEvents;
-    ReapBatch b{out, cap, 0, queue_count_, SIZE_MAX, false};
+    Reaped b{out, cap, 0, queue_count_, SIZE_MAX, false};
     for (unsigned round = 0; round < kCqEntries && !b.full; ++round) {
         if (reap_ring(b)) continue;
         if (!(uring_shim::sq_flags(&ring_) & IORING_SQ_TASKRUN)) break;

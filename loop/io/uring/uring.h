@@ -66,7 +66,7 @@ inline constexpr uint32_t kArmedShift = 8;
  * batch had no room for (SIZE_MAX while none), first where queue_ ended
  * when the reap began; full: a completion that carries data found no room
  * and stays in the CQ, with every one after it, for the next wait. */
-struct ReapBatch {
+struct Reaped {
     ReadyEvent *out;
     int cap;
     int ready;
@@ -125,7 +125,7 @@ private:
     int enable() noexcept;
     io_uring_sqe *get_sqe() noexcept;
     void post_deferred() noexcept;
-    unsigned reap_ring(ReapBatch &b) noexcept;
+    unsigned reap_ring(Reaped &b) noexcept;
     int reap(ReadyEvent *out, int cap) noexcept;
     void own_cqe(const io_uring_cqe *cqe) noexcept;
 
@@ -135,8 +135,8 @@ private:
     int cancel(uint64_t tag) noexcept;
     void push_cancel(uint64_t tag) noexcept;
     void arm_queued() noexcept;
-    void poll_cqe(const io_uring_cqe *cqe, ReapBatch &b) noexcept;
-    void rearm_unreported_first(const ReapBatch &b) noexcept;
+    void poll_cqe(const io_uring_cqe *cqe, Reaped &b) noexcept;
+    void rearm_unreported_first(const Reaped &b) noexcept;
     /* The re-arm queue. */
     void enqueue(int fd) noexcept {
         IoSlot &slot = loop_->io_slots[fd];
@@ -158,7 +158,7 @@ private:
         return io_tag(fd, loop_->io_slots[fd].watcher->gen);
     }
     uint32_t &parked_len(uint32_t bid) noexcept { return park_len_[bid]; }
-    bool stream_cqe(const io_uring_cqe *cqe, ReapBatch &b) noexcept;
+    bool stream_cqe(const io_uring_cqe *cqe, Reaped &b) noexcept;
     void streams_free() noexcept;
 
     tl_loop *loop_;
