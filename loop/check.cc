@@ -39,6 +39,7 @@
 
 #include "loop/handle_flags.h"
 #include "loop/io/backend.h"
+#include "loop/io/io.h"
 #include "loop/list.h"
 #include "loop/state.h"
 #include "loop/timer_queue.h"
