@@ -19,7 +19,6 @@
 #include "loop/io/io.h"
 #include "loop/io_event.h"
 #include "loop/state.h"
-#include "loop/stream/stream.h"
 #include "loop/verify.h"
 
 namespace tl::detail {

@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "loop/stream/core.h"
+#include "loop/stream/stream.h"
 #include "loop/stream/write_queue.h"
 
 using namespace tl::detail;

@@ -9,8 +9,6 @@
 
 #include <cstdint>
 
-#include "loop/io/backend.h"
-#include "loop/io_event.h"
 #include "loop/state.h"
 #include "tickloop/tickloop.h"
 
