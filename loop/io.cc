@@ -171,7 +171,10 @@ int io_readd_all(tl_loop *loop, IoBackend *io) noexcept {
         if (slot.watcher->events == 0 && !loop->streams_completion) continue;
         slot.state = slot.index = 0;
         int r = io->add((int)fd);
-        if (r < 0 && r != -EBADF && first == 0) first = r;
+        /* -EBADF: the program closed fd without stopping its watcher.
+           -EINVAL: it did, and the backend's own new epoll descriptor took
+           the number (epoll refuses to hold itself). Both are skipped. */
+        if (r < 0 && r != -EBADF && r != -EINVAL && first == 0) first = r;
     }
     return first;
 }
