@@ -34,6 +34,7 @@
 #include "io.h"
 #include "io_backend.h"
 #include "io_event.h"
+#include "lifecycle.h"
 #include "loop.h"
 #include "stream.h"
 #include "verify.h"
@@ -112,7 +113,8 @@ int start(tl_loop *loop, tl_io *w, unsigned events, uint32_t extra_flags) noexce
 }
 
 void stop(tl_loop *loop, tl_io *w) noexcept {
-    loop->io->remove(w->fd);
+    /* An inherited loop's set is the parent's (lifecycle.h). */
+    if (!loop_inherited(loop)) loop->io->remove(w->fd);
     loop->io_slots[w->fd] = IoSlot{};
     --loop->io_count;
     if (!(w->flags & IO_INTERNAL)) {
@@ -244,7 +246,8 @@ int io_interest(tl_loop *loop, tl_io *w, unsigned events) noexcept {
 
 void io_unregister(tl_loop *loop, tl_io *w) noexcept {
     if (!(w->flags & IO_ACTIVE)) return;
-    if (w->events != 0 || loop->streams_completion || loop->io_slots[w->fd].state)
+    if ((w->events != 0 || loop->streams_completion || loop->io_slots[w->fd].state) &&
+        !loop_inherited(loop))
         loop->io->remove(w->fd);
     loop->io_slots[w->fd] = IoSlot{};
     --loop->io_count;

@@ -18,6 +18,10 @@ namespace tl::detail {
    register in tl_loop_new and leave in tl_loop_free). Any thread. */
 tl_loop *loop_by_id(uint32_t id) noexcept;
 
+/* True in a child after fork() until tl_loop_fork: the loop's epoll set or
+   ring is still the parent's, which the child must not edit. */
+bool loop_inherited(const tl_loop *loop) noexcept;
+
 /* tl_loop_options after resolve_options: checked, defaults and the
    environment (TICKLOOP_IO, TICKLOOP_TIMERS) applied. */
 struct LoopSettings {

@@ -38,6 +38,7 @@ struct tl_loop {
     tl::detail::TimerQueue timers;
     tl::detail::IoBackend *io;
     tl_io_kind io_kind;            /* EPOLL or URING: what tl_loop_fork re-creates */
+    uint32_t fork_gen;             /* the process's fork count when its kernel objects were made */
     uint64_t timer_slack_ns;       /* 0: leave alone                           */
     uint64_t io_batch_ns;          /* tl_loop_options.io_batch_ns (asked for)   */
     pthread_t run_thread;          /* valid while running: debug thread check  */

@@ -551,3 +551,36 @@ Test(fork, loop_fork_skips_a_stale_watcher_whose_number_its_new_fd_took) {
     close(p[1]);
     free_loop(loop);
 }
+
+/* A child that does not use the loop it inherited stops its watchers (to
+ * free it, say) without calling tl_loop_fork: the epoll set or ring is still
+ * the parent's, and the stop must leave it alone, or the parent's watcher
+ * goes deaf. */
+struct inherited {
+    tl_loop *loop;
+    tl_io w;
+};
+
+static void stop_inherited_child(void *arg) {
+    struct inherited *c = arg;
+    CHILD_CHECK(tl_io_stop(c->loop, &c->w) == 0);
+    CHILD_CHECK(tl_loop_free(c->loop) == 0);
+}
+
+Test(fork, inherited_loops_io_stop_leaves_the_parents_set_alone) {
+    struct inherited c = {.loop = new_loop()};
+    tl_loop *loop = c.loop;
+    int fds[2];
+    make_pair(fds);
+    struct io_seen s = {0};
+    tl_io_init(&c.w, fds[0], on_io_seen, &s);
+    cr_assert_eq(tl_io_start(loop, &c.w, TL_READ), 0);
+    cr_assert_eq(tl_loop_run(loop, TL_RUN_NOWAIT), 1); /* registered in the kernel */
+    expect_child_ok(fork_child(stop_inherited_child, &c));
+    put(fds[1]);
+    run_until_set(loop, &s.calls, 5000);
+    cr_assert_eq(tl_io_stop(loop, &c.w), 0);
+    close(fds[0]);
+    close(fds[1]);
+    free_loop(loop);
+}

@@ -601,7 +601,9 @@ TL_API uint64_t tl_loop_timeout(const tl_loop *loop);
  *
  * Call it before any other use of the loop in the child, from the thread that
  * forked (the child's only thread), never from inside a callback. Signals
- * stay blocked as the forking thread had them. In the parent nothing changes
+ * stay blocked as the forking thread had them. A child that will not use the
+ * inherited loop may instead stop its handles and free it without this call:
+ * tl_io_stop on it leaves the parent's epoll set or ring alone. In the parent nothing changes
  * and nothing needs calling (libev's ev_loop_fork, libuv's uv_loop_fork).
  *
  * Signals: an inherited loop holds none of its signals in the child until
