@@ -162,3 +162,68 @@ Test(signal, init_double_start_is_ebusy_and_unref_watcher_still_delivers) {
     free_loop(loop);
     free_loop(other);
 }
+
+/* ------------------------------------------------------------------------ */
+/* Out of memory                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* While fail_realloc is set on a thread, realloc fails there: the loop grows
+ * its fd registry with it when a descriptor is above its size (and io_uring
+ * its re-arm queue). This definition replaces the C library's for the whole
+ * test program, the library linked into it included; other threads
+ * (Criterion's) are not affected. */
+static __thread int fail_realloc;
+extern void *__libc_realloc(void *ptr, size_t size);
+
+void *realloc(void *ptr, size_t size) {
+    if (fail_realloc) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return __libc_realloc(ptr, size);
+}
+
+/* Registering the signalfd can need memory, so tl_signal_start can fail
+ * with -ENOMEM (its header lists it): the start changes nothing (the
+ * watcher inactive, the signal unblocked and free for another loop) and
+ * works once memory is back. The low descriptors are taken first so that
+ * the signalfd lands above the loop's registry, which must grow for it. */
+#define FILLED 300
+Test(signal, start_out_of_memory_is_enomem_and_changes_nothing) {
+    tl_loop *loop = new_loop(), *other = new_loop();
+    int p[2], fill[FILLED], filled = 0;
+    cr_assert_eq(pipe(p), 0);
+    while (filled < FILLED) {
+        int fd = dup(p[0]); /* the lowest free number */
+        cr_assert_geq(fd, 0);
+        fill[filled++] = fd;
+        if (fd >= FILLED - 1) break;
+    }
+    struct sig_state st = {0};
+    tl_signal_init(&st.sig);
+    fail_realloc = 1;
+    int r = tl_signal_start(loop, &st.sig, SIGUSR1, on_signal, &st);
+    fail_realloc = 0;
+    cr_assert_eq(r, -ENOMEM, "%s: tl_signal_start: %d %s", tl_loop_io_name(loop), r,
+                 tl_strerror(r));
+    cr_assert(!blocked(SIGUSR1), "a failed start left SIGUSR1 blocked");
+    tl_loop_stats stats;
+    tl_loop_stats_get(loop, &stats);
+    cr_assert_eq(stats.signals_active, 0);
+    cr_assert_eq(tl_loop_alive(loop), 0);
+    check_loop(loop);
+    /* Not taken: another loop may watch it, then this one again. */
+    struct sig_state elsewhere = {0};
+    cr_assert_eq(tl_signal_start(other, &elsewhere.sig, SIGUSR1, on_signal, &elsewhere), 0);
+    cr_assert_eq(tl_signal_stop(other, &elsewhere.sig), 0);
+    cr_assert_eq(tl_signal_start(loop, &st.sig, SIGUSR1, on_signal, &st), 0);
+    cr_assert_eq(raise(SIGUSR1), 0);
+    run_until_set(loop, &st.calls, 5000);
+    cr_assert_eq(st.signo, SIGUSR1);
+    cr_assert_eq(tl_signal_stop(loop, &st.sig), 0);
+    for (int i = 0; i < filled; ++i) close(fill[i]);
+    close(p[0]);
+    close(p[1]);
+    free_loop(loop);
+    free_loop(other);
+}

@@ -445,7 +445,9 @@ TL_API void tl_signal_init(tl_signal *s);
  * is recommended)
  * and must not be active. Returns 0, -EINVAL (NULL arguments, signo out of
  * range, SIGKILL or SIGSTOP), -EBUSY (s already active), -EEXIST (another
- * loop watches signo), or the kernel's errno. Loop thread. */
+ * loop watches signo), -ENOMEM (no memory to register the loop's signalfd
+ * or its fork handler; nothing changed), or the kernel's errno. Loop
+ * thread. */
 TL_API int tl_signal_start(tl_loop *loop, tl_signal *s, int signo, tl_signal_cb cb, void *data);
 
 /* Stops s; the last watcher of a signal restores its blocked state. Returns 0
