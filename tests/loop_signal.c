@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -171,16 +172,26 @@ Test(signal, init_double_start_is_ebusy_and_unref_watcher_still_delivers) {
  * its fd registry with it when a descriptor is above its size (and io_uring
  * its re-arm queue). This definition replaces the C library's for the whole
  * test program, the library linked into it included; other threads
- * (Criterion's) are not affected. */
+ * (Criterion's) are not affected. It is built on malloc and free, so that
+ * it works with any allocator (a sanitizer's too). */
 static __thread int fail_realloc;
-extern void *__libc_realloc(void *ptr, size_t size);
 
 void *realloc(void *ptr, size_t size) {
     if (fail_realloc) {
         errno = ENOMEM;
         return NULL;
     }
-    return __libc_realloc(ptr, size);
+    if (!ptr) return malloc(size);
+    if (size == 0) {
+        free(ptr);
+        return NULL;
+    }
+    void *mem = malloc(size);
+    if (!mem) return NULL;
+    size_t old = malloc_usable_size(ptr);
+    memcpy(mem, ptr, old < size ? old : size);
+    free(ptr);
+    return mem;
 }
 
 /* Registering the signalfd can need memory, so tl_signal_start can fail
