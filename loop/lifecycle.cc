@@ -28,6 +28,21 @@ namespace {
 
 std::atomic<uint32_t> next_loop_id{1};
 
+/* Forks this process descends through, counted in each child by a
+   pthread_atfork handler registered with the first loop: a loop made under
+   another count was inherited (loop_inherited). */
+std::atomic<uint32_t> fork_count{0};
+pthread_once_t fork_counter_once = PTHREAD_ONCE_INIT;
+int fork_counter_error;
+
+void count_fork_in_child() noexcept {
+    fork_count.fetch_add(1, std::memory_order_relaxed);
+}
+
+void register_fork_counter() noexcept {
+    fork_counter_error = -pthread_atfork(nullptr, nullptr, count_fork_in_child);
+}
+
 /* The live loops, for loop_by_id (tl_timer_init of an active timer). A
    process has few loops, and the list is read only for a timer that is
    initialised while active, so a locked array is enough. */
@@ -102,6 +117,10 @@ tl_loop *tl::detail::loop_by_id(uint32_t id) noexcept {
     return found;
 }
 
+bool tl::detail::loop_inherited(const tl_loop *loop) noexcept {
+    return loop->fork_gen != fork_count.load(std::memory_order_relaxed);
+}
+
 namespace {
 
 /* The loop's timers as the options and their resolution say; on failure
@@ -159,8 +178,11 @@ TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts) {
     LoopSettings settings;
     int r = resolve_options(opts, &settings);
     if (r < 0) return r;
+    pthread_once(&fork_counter_once, register_fork_counter);
+    if (fork_counter_error) return fail_new(fork_counter_error, "pthread_atfork failed");
     tl_loop *loop = static_cast<tl_loop *>(std::calloc(1, sizeof(tl_loop)));
     if (!loop) return fail_new(-ENOMEM, "out of memory for the loop");
+    loop->fork_gen = fork_count.load(std::memory_order_relaxed);
     loop->id = next_loop_id.fetch_add(1, std::memory_order_relaxed);
     if (loop->id == 0) loop->id = next_loop_id.fetch_add(1, std::memory_order_relaxed);
     loop->timer_slack_ns = opts->timer_slack_ns;
@@ -249,6 +271,7 @@ TL_API int tl_loop_fork(tl_loop *loop) {
        timerfds have. */
     delete loop->io;
     loop->io = fresh;
+    loop->fork_gen = fork_count.load(std::memory_order_relaxed);
     return 0;
 }
 

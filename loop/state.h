@@ -42,6 +42,7 @@ struct tl_loop {
     tl::detail::TimerQueue timers;
     tl::detail::IoBackend *io;
     tl_io_kind io_kind;            /* EPOLL or URING: what tl_loop_fork re-creates */
+    uint32_t fork_gen;             /* the process's fork count when its kernel objects were made */
     uint64_t timer_slack_ns;       /* 0: leave alone                           */
     uint64_t io_batch_ns;          /* tl_loop_options.io_batch_ns (asked for)   */
     pthread_t run_thread;          /* valid while running: debug thread check  */
@@ -105,6 +106,10 @@ namespace tl::detail {
 /* The live loop whose id is id, or null (lifecycle.cc keeps the list: loops
    register in tl_loop_new and leave in tl_loop_free). Any thread. */
 tl_loop *loop_by_id(uint32_t id) noexcept;
+
+/* True in a child after fork() until tl_loop_fork: the loop's epoll set or
+   ring is still the parent's, which the child must not edit (lifecycle.cc). */
+bool loop_inherited(const tl_loop *loop) noexcept;
 
 /* Every activation and deactivation of a handle goes through these, so that
    tl_loop_alive (a referenced handle active) is one comparison.

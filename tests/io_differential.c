@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -59,6 +60,18 @@ typedef struct trace {
     int start;
     unsigned revents[kMaxSteps];
 } trace;
+
+/* Waits until poll(2) reports one of events on fd (POLLERR and POLLHUP it
+ * reports always; events 0 waits for those alone): what a step sets off in
+ * the kernel (loopback TCP through a softirq, a tty through a worker, a
+ * timer) has happened before the loop looks. Bounded by 5 s. */
+static void await_ready(int fd, short events) {
+    struct pollfd p = {.fd = fd, .events = events};
+    int n;
+    do n = poll(&p, 1, 5000);
+    while (n < 0 && errno == EINTR);
+    cr_assert(n == 1, "fd %d: none of events %#x within 5 s", fd, (unsigned)events);
+}
 
 static void on_io(tl_loop *loop, tl_io *w, unsigned revents) {
     (void)loop;
@@ -210,10 +223,8 @@ static int tcp_pair(fixture *f) {
     if (f->fd[2] < 0) return -1;
     f->fd[1] = tcp_connect(port);
     if (f->fd[1] < 0) return -1;
-    for (int tries = 0; tries < 1000 && f->fd[0] < 0; ++tries) {
-        f->fd[0] = accept4(f->fd[2], NULL, NULL, SOCK_NONBLOCK);
-        if (f->fd[0] < 0) usleep(1000);
-    }
+    await_ready(f->fd[2], POLLIN);
+    f->fd[0] = accept4(f->fd[2], NULL, NULL, SOCK_NONBLOCK);
     return f->fd[0];
 }
 
@@ -222,27 +233,27 @@ static void tcp_steps(fixture *f, int i) {
     switch (i) {
     case 1:
         cr_assert(write(f->fd[1], "x", 1) == 1);
-        usleep(2000);
+        await_ready(f->fd[0], POLLIN);
         break;
     case 2:
         cr_assert(read(f->fd[0], buf, sizeof buf) == 1);
         break;
     case 3: /* nc -N: the client half-closes after its request */
         cr_assert(shutdown(f->fd[1], SHUT_WR) == 0);
-        usleep(2000);
+        await_ready(f->fd[0], POLLRDHUP);
         break;
     case 4: /* the reply still goes through */
         cr_assert(write(f->fd[0], "y", 1) == 1);
         cr_assert(read(f->fd[1], buf, 1) == 1);
         break;
-    case 5: /* the client closes for good */
+    case 5: /* the client closes for good (its FIN went at step 3: nothing
+               reaches the server now) */
         close(f->fd[1]);
         f->fd[1] = -1;
-        usleep(2000);
         break;
     case 6: /* writing to it draws a reset */
         (void)!write(f->fd[0], "z", 1);
-        usleep(2000);
+        await_ready(f->fd[0], 0);
         break;
     }
 }
@@ -258,7 +269,7 @@ static void tcp_reset_steps(fixture *f, int i) {
     setsockopt(f->fd[1], SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
     close(f->fd[1]);
     f->fd[1] = -1;
-    usleep(2000);
+    await_ready(f->fd[0], 0);
 }
 
 Test(io_differential, tcp_peer_reset) {
@@ -277,7 +288,7 @@ static int tcp_refused(fixture *f) {
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     if (connect(f->fd[0], (struct sockaddr *)&a, sizeof a) == 0 || errno == EINPROGRESS ||
         errno == ECONNREFUSED)
-        usleep(2000);
+        await_ready(f->fd[0], POLLOUT);
     return f->fd[0];
 }
 
@@ -296,7 +307,7 @@ static int tcp_listening(fixture *f) {
 static void listening_steps(fixture *f, int i) {
     if (i == 1) {
         f->fd[1] = tcp_connect(f->fd[3]);
-        usleep(2000);
+        await_ready(f->fd[0], POLLIN);
     }
     if (i == 2) {
         f->fd[2] = accept(f->fd[0], NULL, NULL);
@@ -354,7 +365,7 @@ static int udp_refused(fixture *f) {
 static void udp_refused_steps(fixture *f, int i) {
     if (i == 1) {
         cr_assert(send(f->fd[0], "x", 1, 0) == 1);
-        usleep(2000);
+        await_ready(f->fd[0], 0); /* the ICMP error */
     }
 }
 
@@ -447,7 +458,7 @@ static void timerfd_steps(fixture *f, int i) {
     if (i == 1) {
         struct itimerspec its = {{0, 0}, {0, 1000}};
         cr_assert(timerfd_settime(f->fd[0], 0, &its, NULL) == 0);
-        usleep(1000);
+        await_ready(f->fd[0], POLLIN);
     }
     if (i == 2) {
         uint64_t v;
@@ -558,13 +569,13 @@ static void pty_steps(fixture *f, int i) {
     char buf[64];
     if (i == 1) {
         cr_assert(write(f->fd[1], "x", 1) == 1);
-        usleep(5000); /* the tty layer hands data over from a worker */
+        await_ready(f->fd[0], POLLIN); /* the tty layer hands data over from a worker */
     }
     if (i == 2) cr_assert(read(f->fd[0], buf, sizeof buf) >= 1);
     if (i == 3) {
         close(f->fd[1]); /* the terminal side hangs up */
         f->fd[1] = -1;
-        usleep(5000);
+        await_ready(f->fd[0], POLLIN);
     }
 }
 

@@ -511,3 +511,76 @@ Test(fork, stopping_a_stale_watcher_on_a_reused_fd_keeps_the_loops_own) {
     close(p[1]);
     free_loop(loop);
 }
+
+/* Stale watchers on the lowest free numbers with no gap: the new epoll set
+ * or ring tl_loop_fork creates takes the first stale watcher's number, and
+ * adding that watcher again would register the loop's own descriptor in
+ * itself. The call skips it as it skips any closed fd, and the loop works. */
+Test(fork, loop_fork_skips_a_stale_watcher_whose_number_its_new_fd_took) {
+    tl_loop *loop = new_loop();
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    int fds[STALE];
+    tl_io w[STALE];
+    for (int i = 0; i < STALE; ++i) {
+        fds[i] = dup(p[0]); /* the lowest free numbers, in order */
+        cr_assert_geq(fds[i], 0);
+        tl_io_init(&w[i], fds[i], stale_io_cb, NULL);
+        cr_assert_eq(tl_io_start(loop, &w[i], TL_READ), 0);
+    }
+    cr_assert_geq(tl_loop_run(loop, TL_RUN_NOWAIT), 0);
+    for (int i = 0; i < STALE; ++i) close(fds[i]);
+    int r = tl_loop_fork(loop);
+    cr_assert_eq(r, 0, "%s: tl_loop_fork: %d %s", tl_loop_io_name(loop), r, tl_strerror(r));
+    check_loop(loop);
+    /* The loop still delivers: a timer and a fresh watcher. */
+    int q[2];
+    make_pair(q);
+    tl_io fresh;
+    tl_io_init(&fresh, q[0], on_io_seen, NULL);
+    struct io_seen s = {0};
+    fresh.data = &s;
+    cr_assert_eq(tl_io_start(loop, &fresh, TL_READ), 0);
+    put(q[1]);
+    run_until_set(loop, &s.calls, 5000);
+    cr_assert_eq(tl_io_stop(loop, &fresh), 0);
+    for (int i = 0; i < STALE; ++i) cr_assert_eq(tl_io_stop(loop, &w[i]), 0);
+    close(q[0]);
+    close(q[1]);
+    close(p[0]);
+    close(p[1]);
+    free_loop(loop);
+}
+
+/* A child that does not use the loop it inherited stops its watchers (to
+ * free it, say) without calling tl_loop_fork: the epoll set or ring is still
+ * the parent's, and the stop must leave it alone, or the parent's watcher
+ * goes deaf. */
+struct inherited {
+    tl_loop *loop;
+    tl_io w;
+};
+
+static void stop_inherited_child(void *arg) {
+    struct inherited *c = arg;
+    CHILD_CHECK(tl_io_stop(c->loop, &c->w) == 0);
+    CHILD_CHECK(tl_loop_free(c->loop) == 0);
+}
+
+Test(fork, inherited_loops_io_stop_leaves_the_parents_set_alone) {
+    struct inherited c = {.loop = new_loop()};
+    tl_loop *loop = c.loop;
+    int fds[2];
+    make_pair(fds);
+    struct io_seen s = {0};
+    tl_io_init(&c.w, fds[0], on_io_seen, &s);
+    cr_assert_eq(tl_io_start(loop, &c.w, TL_READ), 0);
+    cr_assert_eq(tl_loop_run(loop, TL_RUN_NOWAIT), 1); /* registered in the kernel */
+    expect_child_ok(fork_child(stop_inherited_child, &c));
+    put(fds[1]);
+    run_until_set(loop, &s.calls, 5000);
+    cr_assert_eq(tl_io_stop(loop, &c.w), 0);
+    close(fds[0]);
+    close(fds[1]);
+    free_loop(loop);
+}

@@ -106,6 +106,23 @@ static inline void start_failsafe(tl_loop *loop, tl_timer *t, int *fired, uint64
     cr_assert_eq(tl_timer_set_ref(loop, t, 0), 0);
 }
 
+/* Runs the loop an iteration at a time (TL_RUN_ONCE, which blocks until
+ * something is due) until *flag is nonzero, for an event that has no fixed
+ * iteration: a wheel runs a due timer only once its tick has passed, so a
+ * single TL_RUN_NOWAIT may come too soon. An unreferenced failsafe timer
+ * fails the test after `ms` milliseconds instead of hanging it. */
+static inline void run_until_set(tl_loop *loop, const int *flag, uint64_t ms) {
+    tl_timer fs;
+    int expired;
+    start_failsafe(loop, &fs, &expired, ms);
+    while (!*flag && !expired) {
+        int r = tl_loop_run(loop, TL_RUN_ONCE);
+        cr_assert(r >= 0, "tl_loop_run(ONCE): %d %s", r, tl_strerror(r));
+    }
+    cr_assert_eq(tl_timer_stop(loop, &fs), 0);
+    cr_assert(*flag, "the awaited event did not come within %llu ms", (unsigned long long)ms);
+}
+
 /* What an I/O watcher saw: on_io_seen records each call into the struct
  * io_seen its data points to. */
 struct io_seen {

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * References (tl_*_set_ref, tl_loop_alive), the explicit initialisation of
- * asyncs and signal watchers (O(1) double start, start order), the per-kind
- * active counts in the stats, and tl_strerror's library-specific messages.
+ * References (tl_*_set_ref, tl_loop_alive), the per-kind active counts in
+ * the stats, and tl_strerror's library-specific messages (the explicit
+ * initialisation of asyncs and signal watchers: loop_async.c,
+ * loop_signal.c).
  * Includes ports of libuv's test-ref.c and test-loop-alive.c, rewritten for
  * this API. Run once per I/O backend (TICKLOOP_IO); the timer ones once per
  * registered timer backend too.
@@ -258,123 +259,6 @@ BACKEND_TEST(ref, loop_alive) {
     cr_assert_eq(c.n, 1);
     cr_assert_eq(tl_loop_alive(loop), 0);
     free_loop(loop);
-}
-
-/* ------------------------------------------------------------------------ */
-/* tl_async_init / tl_signal_init, start order                              */
-/* ------------------------------------------------------------------------ */
-
-Test(async, double_start_of_initialised_async_is_ebusy) {
-    tl_loop *loop = new_loop(), *other = new_loop();
-    tl_async a;
-    tl_async_init(&a);
-    cr_assert_eq(tl_async_send(&a), -EINVAL, "send to an inactive async");
-    cr_assert_eq(tl_async_stop(loop, &a), 0);
-    cr_assert_eq(tl_async_start(loop, &a, never_async, NULL), 0);
-    cr_assert_eq(tl_async_start(loop, &a, never_async, NULL), -EBUSY);
-    cr_assert_eq(tl_async_start(other, &a, never_async, NULL), -EBUSY);
-    cr_assert_eq(tl_async_stop(other, &a), -EINVAL);
-    tl_loop_stats st;
-    tl_loop_stats_get(loop, &st);
-    cr_assert_eq(st.asyncs_active, 1);
-    cr_assert_eq(tl_async_stop(loop, &a), 0);
-    cr_assert_eq(tl_async_stop(loop, &a), 0, "a second stop");
-    cr_assert_eq(tl_async_start(loop, &a, never_async, NULL), 0, "restart after stop");
-    cr_assert_eq(tl_async_stop(loop, &a), 0);
-    tl_loop_stats_get(loop, &st);
-    cr_assert_eq(st.asyncs_active, 0);
-    free_loop(loop);
-    free_loop(other);
-}
-
-struct order {
-    char log[16];
-    int n;
-};
-static struct order *g_order;
-static void log_async(tl_loop *loop, tl_async *a) {
-    (void)loop;
-    g_order->log[g_order->n++] = *(const char *)a->data;
-}
-
-/* Pending asyncs run in start order: newest first, a "quit" async started
- * after a "work" async would run before it, and the work items sent with it
- * would be lost. */
-Test(async, pending_asyncs_run_in_start_order) {
-    struct order o = {{0}, 0};
-    g_order = &o;
-    tl_loop *loop = new_loop();
-    tl_async work, quit, late;
-    tl_async_init(&work);
-    tl_async_init(&quit);
-    tl_async_init(&late);
-    cr_assert_eq(tl_async_start(loop, &work, log_async, "w"), 0);
-    cr_assert_eq(tl_async_start(loop, &quit, log_async, "q"), 0);
-    cr_assert_eq(tl_async_start(loop, &late, log_async, "l"), 0);
-    cr_assert_eq(tl_async_send(&late), 0);
-    cr_assert_eq(tl_async_send(&quit), 0);
-    cr_assert_eq(tl_async_send(&work), 0);
-    cr_assert_eq(tl_loop_run(loop, TL_RUN_ONCE), 1);
-    cr_assert_str_eq(o.log, "wql");
-    /* A restart moves an async to the end. */
-    tl_async_stop(loop, &work);
-    cr_assert_eq(tl_async_start(loop, &work, log_async, "w"), 0);
-    tl_async_send(&work);
-    tl_async_send(&quit);
-    cr_assert_eq(tl_loop_run(loop, TL_RUN_ONCE), 1);
-    cr_assert_str_eq(o.log, "wqlqw");
-    check_loop(loop);
-    tl_async_stop(loop, &work);
-    tl_async_stop(loop, &quit);
-    tl_async_stop(loop, &late);
-    free_loop(loop);
-}
-
-/* Starting an async that was never initialised keeps working, whatever its
- * memory held (the behaviour before tl_async_init). */
-Test(async, uninitialised_async_still_starts) {
-    tl_loop *loop = new_loop();
-    tl_async *a = malloc(sizeof *a);
-    memset(a, 0xa5, sizeof *a);
-    cr_assert_eq(tl_async_start(loop, a, never_async, NULL), 0);
-    cr_assert_eq(tl_async_start(loop, a, never_async, NULL), -EBUSY);
-    cr_assert_eq(tl_async_stop(loop, a), 0);
-    cr_assert_eq(tl_async_start(loop, a, never_async, NULL), 0);
-    cr_assert_eq(tl_async_stop(loop, a), 0);
-    free(a);
-    free_loop(loop);
-}
-
-static void count_signal(tl_loop *loop, tl_signal *s, int signo) {
-    (void)loop;
-    cr_assert_eq(signo, SIGUSR1);
-    ((struct counter *)s->data)->n++;
-    tl_signal_stop(loop, s);
-    tl_loop_stop(loop);
-}
-
-Test(signal, init_double_start_is_ebusy_and_unref_watcher_still_delivers) {
-    tl_loop *loop = new_loop(), *other = new_loop();
-    struct counter c = {0};
-    tl_signal s;
-    tl_signal_init(&s);
-    cr_assert_eq(tl_signal_start(loop, &s, SIGUSR1, count_signal, &c), 0);
-    cr_assert_eq(tl_signal_start(loop, &s, SIGUSR1, count_signal, &c), -EBUSY);
-    cr_assert_eq(tl_signal_start(other, &s, SIGUSR1, count_signal, &c), -EBUSY);
-    cr_assert_eq(tl_signal_set_ref(loop, &s, 0), 0);
-    cr_assert_eq(tl_loop_alive(loop), 0);
-    /* A referenced failsafe keeps the loop running until the signal. */
-    tl_timer fs;
-    int fired;
-    start_failsafe(loop, &fs, &fired, 5000);
-    cr_assert_eq(tl_timer_set_ref(loop, &fs, 1), 0);
-    cr_assert_eq(raise(SIGUSR1), 0);
-    cr_assert_eq(tl_loop_run(loop, TL_RUN_DEFAULT), 1);
-    cr_assert_eq(fired, 0, "no signal within 5 s");
-    cr_assert_eq(c.n, 1, "the unreferenced watcher ran %d times", c.n);
-    tl_timer_stop(loop, &fs);
-    free_loop(loop);
-    free_loop(other);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -123,25 +123,38 @@ uint64_t random_step(Rng &rng, uint64_t tick) {
     return rng.below(uint64_t{1} << 44);
 }
 
-void run_model(const char *name, const Run &run) {
-    Harness h(name, run.start);
-    h.walk_every(run.walk_every);
-    const uint64_t tick = h.tick();
-    std::vector<Item> items = make_items(run.max_live);
-    LiveSet live(run.max_live);
+/* One run's state: the backend under the harness, the timers, which of
+ * them are live (the model) or idle, and the counts the end checks. Each
+ * operation draws from rng in a fixed order, so a seed replays a run. */
+struct Model {
+    const char *name;
+    const Run &run;
+    Harness h;
+    uint64_t tick;
+    std::vector<Item> items;
+    LiveSet live;
     std::vector<size_t> idle;
-    for (size_t i = run.max_live; i-- > 0;) idle.push_back(i);
-    Rng rng{run.seed};
+    Rng rng;
     uint64_t inserted = 0, removed = 0, popped = 0, last_tie = 0;
+    bool tight;
 
-    const bool tight = h.exact() && tl_timer_backend_find(name)->next_wakeup;
-    auto check_wakeup = [&] {
+    Model(const char *n, const Run &r)
+        : name(n), run(r), h(n, r.start), tick(0), items(make_items(r.max_live)),
+          live(r.max_live), rng{r.seed} {
+        h.walk_every(run.walk_every);
+        tick = h.tick();
+        for (size_t i = run.max_live; i-- > 0;) idle.push_back(i);
+        tight = h.exact() && tl_timer_backend_find(name)->next_wakeup;
+    }
+
+    void check_wakeup() {
         if (!run.leeway || !tight) return;
         uint64_t w = h.next_wakeup(), want = h.earliest_latest();
         cr_assert(w == want, "%s: next_wakeup %llu, model's least deadline + leeway %llu", name,
                   (unsigned long long)w, (unsigned long long)want);
-    };
-    auto insert_one = [&] {
+    }
+
+    void insert_one() {
         size_t i = idle.back();
         idle.pop_back();
         uint64_t leeway = 0;
@@ -154,68 +167,68 @@ void run_model(const char *name, const Run &run) {
                  leeway);
         live.add(i);
         ++inserted;
-    };
-    auto took = [&](Item *it) {
+    }
+
+    void took(Item *it) {
         live.erase((size_t)it->id);
         idle.push_back((size_t)it->id);
         ++popped;
-    };
+    }
 
-    /* Start three-quarters full. */
-    while (live.size() < run.max_live * 3 / 4) insert_one();
+    void remove_one() {
+        if (!live.size()) return;
+        size_t i = live.at(rng.below(live.size()));
+        h.remove(items[i]);
+        live.erase(i);
+        idle.push_back(i);
+        ++removed;
+    }
 
-    uint64_t live_sum = 0;
-    for (size_t op = 0; op < run.operations; ++op) {
-        live_sum += live.size();
+    void reschedule_one() {
+        if (!live.size()) return;
+        Item &it = items[live.at(rng.below(live.size()))];
+        /* A non-heap may still hold a timer whose deadline has passed
+           within the current tick; the loop never moves a timer
+           before now, so neither does this. */
+        uint64_t now = h.now(), old = std::max(it.timer.deadline, now), deadline = old;
+        switch (rng.below(3)) {
+        case 0:
+            deadline = now + rng.below(old - now + 1);
+            break; /* earlier */
+        case 1:
+            deadline = sat_add(old, rng.below(500 * tick) + 1);
+            break;
+        case 2:
+            break; /* same deadline: goes last among its ties */
+        }
+        if (run.ties && rng.below(2)) deadline = tied_deadline(rng, now, tick, last_tie);
+        if (run.interleaved && rng.below(4)) deadline = interleaved_deadline(rng, now, tick);
+        if (run.leeway && rng.below(3) == 0) Harness::set_leeway(it, random_leeway(rng, tick));
+        h.reschedule(it, deadline);
+    }
+
+    /* Drains to `next` if it is not far: now stays clear of UINT64_MAX
+       (the final drain goes there). */
+    void drain_to_near(uint64_t next) {
+        if (next < sat_add(h.now(), uint64_t{1} << 40))
+            for (Item *it : h.drain(std::max(h.now(), next))) took(it);
+    }
+
+    /* One random operation. */
+    void step() {
         uint64_t r = rng.below(100);
         if (r < 45) {
             if (!idle.empty()) insert_one();
         } else if (r < 50) {
-            if (live.size()) {
-                size_t i = live.at(rng.below(live.size()));
-                h.remove(items[i]);
-                live.erase(i);
-                idle.push_back(i);
-                ++removed;
-            }
+            remove_one();
         } else if (r < 60) {
-            if (live.size()) {
-                Item &it = items[live.at(rng.below(live.size()))];
-                /* A non-heap may still hold a timer whose deadline has passed
-                   within the current tick; the loop never moves a timer
-                   before now, so neither does this. */
-                uint64_t now = h.now(), old = std::max(it.timer.deadline, now), deadline = old;
-                switch (rng.below(3)) {
-                case 0:
-                    deadline = now + rng.below(old - now + 1);
-                    break; /* earlier */
-                case 1:
-                    deadline = sat_add(old, rng.below(500 * tick) + 1);
-                    break;
-                case 2:
-                    break; /* same deadline: goes last among its ties */
-                }
-                if (run.ties && rng.below(2)) deadline = tied_deadline(rng, now, tick, last_tie);
-                if (run.interleaved && rng.below(4))
-                    deadline = interleaved_deadline(rng, now, tick);
-                if (run.leeway && rng.below(3) == 0)
-                    Harness::set_leeway(it, random_leeway(rng, tick));
-                h.reschedule(it, deadline);
-            }
+            reschedule_one();
         } else if (r < 68) {
             for (Item *it : h.drain(sat_add(h.now(), random_step(rng, tick)))) took(it);
         } else if (r < 70) {
-            /* Straight to the next expiry, as the loop does after a wait;
-               not to a far one, so that now stays clear of UINT64_MAX
-               (the final drain goes there). */
-            uint64_t next = h.next_expiry();
-            if (next < sat_add(h.now(), uint64_t{1} << 40))
-                for (Item *it : h.drain(std::max(h.now(), next))) took(it);
+            drain_to_near(h.next_expiry()); /* as the loop does after a wait */
         } else if (r < 72 && run.leeway) {
-            /* Straight to the next wake-up, as the loop does with leeway. */
-            uint64_t next = h.next_wakeup();
-            if (next < sat_add(h.now(), uint64_t{1} << 40))
-                for (Item *it : h.drain(std::max(h.now(), next))) took(it);
+            drain_to_near(h.next_wakeup()); /* as the loop does with leeway */
         } else if (r < 75 && run.leeway) {
             /* The leeway changes while inside: the backend must not notice. */
             if (live.size())
@@ -228,18 +241,28 @@ void run_model(const char *name, const Run &run) {
             /* A single pop, leaving the rest of what is due for later. */
             if (Item *it = h.pop(h.now())) took(it);
         }
-        check_wakeup();
     }
+};
 
-    for (Item *it : h.drain_all()) took(it);
-    cr_assert(live.size() == 0 && h.size() == 0, "%s: %zu timers left", name, live.size());
-    cr_assert(inserted == removed + popped,
+void run_model(const char *name, const Run &run) {
+    Model m(name, run);
+    /* Start three-quarters full. */
+    while (m.live.size() < run.max_live * 3 / 4) m.insert_one();
+    uint64_t live_sum = 0;
+    for (size_t op = 0; op < run.operations; ++op) {
+        live_sum += m.live.size();
+        m.step();
+        m.check_wakeup();
+    }
+    for (Item *it : m.h.drain_all()) m.took(it);
+    cr_assert(m.live.size() == 0 && m.h.size() == 0, "%s: %zu timers left", name, m.live.size());
+    cr_assert(m.inserted == m.removed + m.popped,
               "%s: %llu inserted, %llu removed, %llu popped: timers lost", name,
-              (unsigned long long)inserted, (unsigned long long)removed,
-              (unsigned long long)popped);
+              (unsigned long long)m.inserted, (unsigned long long)m.removed,
+              (unsigned long long)m.popped);
     /* The run itself must have been a real workout. */
-    cr_assert(popped > run.operations / 20, "%s: only %llu pops: the run did too little", name,
-              (unsigned long long)popped);
+    cr_assert(m.popped > run.operations / 20, "%s: only %llu pops: the run did too little", name,
+              (unsigned long long)m.popped);
     cr_assert(live_sum / run.operations >= run.max_live / 4, "%s: %llu live timers on average",
               name, (unsigned long long)(live_sum / run.operations));
 }

@@ -445,7 +445,9 @@ TL_API void tl_signal_init(tl_signal *s);
  * is recommended)
  * and must not be active. Returns 0, -EINVAL (NULL arguments, signo out of
  * range, SIGKILL or SIGSTOP), -EBUSY (s already active), -EEXIST (another
- * loop watches signo), or the kernel's errno. Loop thread. */
+ * loop watches signo), -ENOMEM (no memory to register the loop's signalfd
+ * or its fork handler; nothing changed), or the kernel's errno. Loop
+ * thread. */
 TL_API int tl_signal_start(tl_loop *loop, tl_signal *s, int signo, tl_signal_cb cb, void *data);
 
 /* Stops s; the last watcher of a signal restores its blocked state. Returns 0
@@ -601,7 +603,9 @@ TL_API uint64_t tl_loop_timeout(const tl_loop *loop);
  *
  * Call it before any other use of the loop in the child, from the thread that
  * forked (the child's only thread), never from inside a callback. Signals
- * stay blocked as the forking thread had them. In the parent nothing changes
+ * stay blocked as the forking thread had them. A child that will not use the
+ * inherited loop may instead stop its handles and free it without this call:
+ * tl_io_stop on it leaves the parent's epoll set or ring alone. In the parent nothing changes
  * and nothing needs calling (libev's ev_loop_fork, libuv's uv_loop_fork).
  *
  * Signals: an inherited loop holds none of its signals in the child until

@@ -116,7 +116,8 @@ int start(tl_loop *loop, tl_io *w, unsigned events, uint32_t extra_flags) noexce
 }
 
 void stop(tl_loop *loop, tl_io *w) noexcept {
-    loop->io->remove(w->fd);
+    /* An inherited loop's set is the parent's (state.h). */
+    if (!loop_inherited(loop)) loop->io->remove(w->fd);
     loop->io_slots[w->fd] = IoSlot{};
     --loop->io_count;
     if (!(w->flags & IO_INTERNAL)) {
@@ -175,7 +176,10 @@ int io_readd_all(tl_loop *loop, IoBackend *io) noexcept {
         if (slot.watcher->events == 0 && !loop->handle_io->completion) continue;
         slot.state = slot.index = 0;
         int r = io->add((int)fd);
-        if (r < 0 && r != -EBADF && first == 0) first = r;
+        /* -EBADF: the program closed fd without stopping its watcher.
+           -EINVAL: it did, and the backend's own new epoll descriptor took
+           the number (epoll refuses to hold itself). Both are skipped. */
+        if (r < 0 && r != -EBADF && r != -EINVAL && first == 0) first = r;
     }
     return first;
 }
@@ -245,7 +249,8 @@ int io_interest(tl_loop *loop, tl_io *w, unsigned events) noexcept {
 
 void io_unregister(tl_loop *loop, tl_io *w) noexcept {
     if (!(w->flags & IO_ACTIVE)) return;
-    if (w->events != 0 || loop->handle_io->completion || loop->io_slots[w->fd].state)
+    if ((w->events != 0 || loop->handle_io->completion || loop->io_slots[w->fd].state) &&
+        !loop_inherited(loop))
         loop->io->remove(w->fd);
     loop->io_slots[w->fd] = IoSlot{};
     --loop->io_count;

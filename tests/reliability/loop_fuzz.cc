@@ -229,6 +229,65 @@ void stop(Session &s, Slot &slot) {
 
 void run(Session &s, tl_run_mode mode);
 
+/* again: -EINVAL without a repeat, and the timer is left alone. */
+void again(Session &s, Slot &slot) {
+    if (slot.timer->repeat == 0) {
+        bool was = tl_timer_active(slot.timer);
+        FUZZ_CHECK(tl_timer_again(s.loop, slot.timer) == -EINVAL,
+                   "%s: again without repeat did not return -EINVAL", s.backend);
+        FUZZ_CHECK(tl_timer_active(slot.timer) == was, "%s: a refused again changed the timer",
+                   s.backend);
+    } else {
+        start(s, slot, slot.timer->repeat, slot.timer->repeat);
+    }
+}
+
+/* Stops the timer, then gives its memory back (the running timer too). */
+void free_timer(Session &s, Slot &slot) {
+    if (!slot.timer) return;
+    stop(s, slot);
+    std::memset(slot.timer, 0xa5, sizeof *slot.timer);
+    std::free(slot.timer);
+    slot.timer = nullptr;
+}
+
+/* A top-level run: ONCE while a near timer can end its wait; DEFAULT (if
+   asked) while all are near one-shots; else NOWAIT. */
+void run_chosen(Session &s, bool want_default) {
+    bool near = false, all_near_one_shots = true;
+    for (const Slot &slot : s.slots) {
+        if (!slot.active) continue;
+        near |= !slot.far;
+        all_near_one_shots &= !slot.far && !slot.repeat;
+    }
+    if (want_default && all_near_one_shots)
+        run(s, TL_RUN_DEFAULT);
+    else
+        run(s, near ? TL_RUN_ONCE : TL_RUN_NOWAIT);
+}
+
+/* Frees the loop: -EBUSY while running or holding timers, else a new loop. */
+void free_loop(Session &s, bool in_callback) {
+    int r = tl_loop_free(s.loop);
+    if (in_callback || s.active) {
+        FUZZ_CHECK(r == -EBUSY, "%s: tl_loop_free returned %d, not -EBUSY", s.backend, r);
+        return;
+    }
+    FUZZ_CHECK(r == 0, "%s: tl_loop_free of an idle loop returned %d", s.backend, r);
+    r = tl_loop_new(&s.loop, &s.opts);
+    FUZZ_CHECK(r == 0, "%s: tl_loop_new returned %d", s.backend, r);
+}
+
+/* Misuse gets -EINVAL and changes nothing. */
+void misuse(Session &s) {
+    tl_timer bad;
+    tl_timer_init(&bad, nullptr, nullptr);
+    FUZZ_CHECK(tl_timer_start(s.loop, &bad, 0, 0) == -EINVAL && !tl_timer_active(&bad),
+               "%s: a timer without a callback was started", s.backend);
+    FUZZ_CHECK(tl_timer_stop(s.loop, &bad) == 0, "%s: stopping an inactive timer failed",
+               s.backend);
+}
+
 /* One operation, at the top level (self == NULL) or in self's callback. */
 void step(Session &s, Slot *self) {
     fuzz::Input &in = *s.in;
@@ -246,28 +305,12 @@ void step(Session &s, Slot *self) {
     case 3:
         if (s.slots[id % kTimers].timer) stop(s, s.slots[id % kTimers]);
         break;
-    case 4: { /* again: -EINVAL without a repeat, and the timer is left alone */
-        Slot &slot = slot_for(s, id);
-        if (slot.timer->repeat == 0) {
-            bool was = tl_timer_active(slot.timer);
-            FUZZ_CHECK(tl_timer_again(s.loop, slot.timer) == -EINVAL,
-                       "%s: again without repeat did not return -EINVAL", s.backend);
-            FUZZ_CHECK(tl_timer_active(slot.timer) == was, "%s: a refused again changed the timer",
-                       s.backend);
-        } else {
-            start(s, slot, slot.timer->repeat, slot.timer->repeat);
-        }
+    case 4:
+        again(s, slot_for(s, id));
         break;
-    }
-    case 5: { /* free: stop, then give the memory back (the running timer too) */
-        Slot &slot = s.slots[id % kTimers];
-        if (!slot.timer) break;
-        stop(s, slot);
-        std::memset(slot.timer, 0xa5, sizeof *slot.timer);
-        std::free(slot.timer);
-        slot.timer = nullptr;
+    case 5:
+        free_timer(s, s.slots[id % kTimers]);
         break;
-    }
     case 6: { /* start them all (a storm of starts, from a callback or not) */
         uint64_t timeout = decode_timeout(in);
         for (unsigned i = 0; i < kTimers; ++i) start(s, slot_for(s, i), timeout, 0);
@@ -293,40 +336,15 @@ void step(Session &s, Slot *self) {
         }
         break;
     case 11:
-    case 12: { /* ONCE while a near timer can end its wait; DEFAULT while all are near one-shots */
-        bool near = false, all_near_one_shots = true;
-        for (const Slot &slot : s.slots) {
-            if (!slot.active) continue;
-            near |= !slot.far;
-            all_near_one_shots &= !slot.far && !slot.repeat;
-        }
-        if (self) break;
-        if (code % 16 == 12 && all_near_one_shots)
-            run(s, TL_RUN_DEFAULT);
-        else
-            run(s, near ? TL_RUN_ONCE : TL_RUN_NOWAIT);
+    case 12:
+        if (!self) run_chosen(s, code % 16 == 12);
         break;
-    }
-    case 13: { /* free the loop: -EBUSY while running or holding timers, else a new loop */
-        int r = tl_loop_free(s.loop);
-        if (self || s.active) {
-            FUZZ_CHECK(r == -EBUSY, "%s: tl_loop_free returned %d, not -EBUSY", s.backend, r);
-            break;
-        }
-        FUZZ_CHECK(r == 0, "%s: tl_loop_free of an idle loop returned %d", s.backend, r);
-        r = tl_loop_new(&s.loop, &s.opts);
-        FUZZ_CHECK(r == 0, "%s: tl_loop_new returned %d", s.backend, r);
+    case 13:
+        free_loop(s, self != nullptr);
         break;
-    }
-    case 14: { /* misuse gets -EINVAL and changes nothing */
-        tl_timer bad;
-        tl_timer_init(&bad, nullptr, nullptr);
-        FUZZ_CHECK(tl_timer_start(s.loop, &bad, 0, 0) == -EINVAL && !tl_timer_active(&bad),
-                   "%s: a timer without a callback was started", s.backend);
-        FUZZ_CHECK(tl_timer_stop(s.loop, &bad) == 0, "%s: stopping an inactive timer failed",
-                   s.backend);
+    case 14:
+        misuse(s);
         break;
-    }
     default:
         check_bookkeeping(s);
         break;

@@ -215,6 +215,61 @@ void peer_drain(Slot *slot) {
     }
 }
 
+/* One operation on slot, as the input's next byte, code, says. */
+void apply(tl_loop *loop, fuzz::Input &in, Slot *slot, unsigned code) {
+    switch (code % 12) {
+    case 0:
+        if (slot->st) {
+            int e = tl_stream_read_start(loop, &slot->st->s, on_read);
+            FUZZ_CHECK(e == (slot->closing ? -EPIPE : 0), "read_start: %d", e);
+            if (e == 0) slot->reading = true;
+        }
+        break;
+    case 1:
+        if (slot->st) {
+            int e = tl_stream_read_stop(loop, &slot->st->s);
+            FUZZ_CHECK(e == (slot->closing ? -EPIPE : 0), "read_stop: %d", e);
+            if (e == 0) slot->reading = false;
+        }
+        break;
+    case 2:
+        write_slot(slot, 1 + in.u16() % kMaxWrite);
+        break;
+    case 3:
+        close_slot(slot);
+        break;
+    case 4:
+        peer_send(slot, 1 + in.u16() % 4096);
+        break;
+    case 5:
+        peer_drain(slot);
+        break;
+    case 6:
+        if (slot->peer >= 0) shutdown(slot->peer, SHUT_WR);
+        break;
+    case 7:
+        if (slot->peer >= 0) {
+            close(slot->peer);
+            slot->peer = -1;
+        }
+        break;
+    case 8:
+        /* A fresh pair once the old stream is gone. */
+        if (!slot->st) {
+            if (slot->peer >= 0) close(slot->peer);
+            open_slot(slot);
+        }
+        break;
+    case 9:
+        if (slot->st)
+            FUZZ_CHECK(tl_stream_write_queue_size(&slot->st->s) <= slot->queued, "queue size");
+        break;
+    default:
+        FUZZ_CHECK(tl_loop_run(loop, TL_RUN_NOWAIT) >= 0, "run");
+        break;
+    }
+}
+
 void run_input(const uint8_t *data, size_t size, tl_io_kind io, const char *path) {
     tl_loop *loop;
     if (new_stream_loop(&loop, io, path, 256, 4) < 0) return; /* io_uring missing here */
@@ -226,57 +281,7 @@ void run_input(const uint8_t *data, size_t size, tl_io_kind io, const char *path
     for (Slot &slot : c.slots) open_slot(&slot);
     for (unsigned op = 0; op < kMaxOps && !in.empty(); ++op) {
         Slot *slot = &c.slots[in.u8() % kSlots];
-        switch (in.u8() % 12) {
-        case 0:
-            if (slot->st) {
-                int e = tl_stream_read_start(loop, &slot->st->s, on_read);
-                FUZZ_CHECK(e == (slot->closing ? -EPIPE : 0), "read_start: %d", e);
-                if (e == 0) slot->reading = true;
-            }
-            break;
-        case 1:
-            if (slot->st) {
-                int e = tl_stream_read_stop(loop, &slot->st->s);
-                FUZZ_CHECK(e == (slot->closing ? -EPIPE : 0), "read_stop: %d", e);
-                if (e == 0) slot->reading = false;
-            }
-            break;
-        case 2:
-            write_slot(slot, 1 + in.u16() % kMaxWrite);
-            break;
-        case 3:
-            close_slot(slot);
-            break;
-        case 4:
-            peer_send(slot, 1 + in.u16() % 4096);
-            break;
-        case 5:
-            peer_drain(slot);
-            break;
-        case 6:
-            if (slot->peer >= 0) shutdown(slot->peer, SHUT_WR);
-            break;
-        case 7:
-            if (slot->peer >= 0) {
-                close(slot->peer);
-                slot->peer = -1;
-            }
-            break;
-        case 8:
-            /* A fresh pair once the old stream is gone. */
-            if (!slot->st) {
-                if (slot->peer >= 0) close(slot->peer);
-                open_slot(slot);
-            }
-            break;
-        case 9:
-            if (slot->st)
-                FUZZ_CHECK(tl_stream_write_queue_size(&slot->st->s) <= slot->queued, "queue size");
-            break;
-        default:
-            FUZZ_CHECK(tl_loop_run(loop, TL_RUN_NOWAIT) >= 0, "run");
-            break;
-        }
+        apply(loop, in, slot, in.u8());
     }
     /* Callbacks read no more input from here on. */
     in.finish();

@@ -331,6 +331,53 @@ uint64_t decode_deadline(fuzz::Input &in, uint64_t now, uint64_t tick) {
     }
 }
 
+using Subjects = std::vector<std::unique_ptr<Subject>>;
+
+/* Inserts timer id at d into every subject (reschedules it where it is
+   inside already). */
+void insert_all(Subjects &subjects, unsigned id, uint64_t d) {
+    for (auto &s : subjects) {
+        if (s->inside(id))
+            s->reschedule(id, d);
+        else
+            s->insert(id, d);
+    }
+}
+
+/* Reschedules timer id earlier, later or to the same deadline, the same way
+   in every subject that holds it. */
+void reschedule_all(Subjects &subjects, fuzz::Input &in, unsigned id, uint64_t now) {
+    uint64_t r = in.u64();
+    unsigned how = in.u8() % 3;
+    for (auto &s : subjects) {
+        if (!s->inside(id)) continue;
+        /* A wheel may still hold a passed deadline within the current
+           tick; the loop never moves a timer before now. */
+        uint64_t old = std::max(s->deadline(id), now), d = old;
+        if (how == 0) d = now + (old - now == UINT64_MAX ? r : r % (old - now + 1));
+        if (how == 1) d = sat_add(old, 1 + r % (uint64_t{1} << (r >> 58)));
+        s->reschedule(id, d);
+    }
+}
+
+uint64_t earliest_expiry(Subjects &subjects) {
+    uint64_t next = UINT64_MAX;
+    for (auto &s : subjects) next = std::min(next, s->next_expiry());
+    return next;
+}
+
+/* Nothing comes out just before the earliest next_expiry; moves now there. */
+void nothing_just_before_expiry(Subjects &subjects, uint64_t &now) {
+    uint64_t next = earliest_expiry(subjects);
+    if (next <= now) return;
+    now = next - 1;
+    for (auto &s : subjects)
+        FUZZ_CHECK(!s->pop(now),
+                   "%s: pop_expired(%llu) returned a timer, but "
+                   "next_expiry is %llu",
+                   s->name(), (unsigned long long)now, (unsigned long long)s->next_expiry());
+}
+
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -341,7 +388,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *names[64];
     size_t n = std::min<size_t>(tl_timer_backend_names(names, 64), 64);
     FUZZ_CHECK(n >= 2, "only %zu timer backends registered", n);
-    std::vector<std::unique_ptr<Subject>> subjects;
+    Subjects subjects;
     for (size_t i = 0; i < n; ++i) {
         const tl_timer_backend *b = tl_timer_backend_find(names[i]);
         FUZZ_CHECK(b, "tl_timer_backend_find(\"%s\") failed for a listed name", names[i]);
@@ -354,35 +401,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         unsigned id = in.u8() % kTimers;
         switch (code % 14) {
         case 0:
-        case 1: { /* insert (or reschedule where it is inside already) */
-            uint64_t d = decode_deadline(in, now, cfg.tick_ns);
-            for (auto &s : subjects) {
-                if (s->inside(id))
-                    s->reschedule(id, d);
-                else
-                    s->insert(id, d);
-            }
+        case 1:
+            insert_all(subjects, id, decode_deadline(in, now, cfg.tick_ns));
             break;
-        }
         case 2:
             for (auto &s : subjects)
                 if (s->inside(id)) s->remove(id);
             break;
         case 3:
-        case 4: { /* reschedule earlier, later or to the same deadline */
-            uint64_t r = in.u64();
-            unsigned how = in.u8() % 3;
-            for (auto &s : subjects) {
-                if (!s->inside(id)) continue;
-                /* A wheel may still hold a passed deadline within the current
-                   tick; the loop never moves a timer before now. */
-                uint64_t old = std::max(s->deadline(id), now), d = old;
-                if (how == 0) d = now + (old - now == UINT64_MAX ? r : r % (old - now + 1));
-                if (how == 1) d = sat_add(old, 1 + r % (uint64_t{1} << (r >> 58)));
-                s->reschedule(id, d);
-            }
+        case 4:
+            reschedule_all(subjects, in, id, now);
             break;
-        }
         case 5:
             now = sat_add(now, in.u8());
             break;
@@ -405,26 +434,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             for (auto &s : subjects) s->drain(now);
             break;
         case 12: { /* as the loop does after a wait: to the earliest expiry, drain */
-            uint64_t next = UINT64_MAX;
-            for (auto &s : subjects) next = std::min(next, s->next_expiry());
+            uint64_t next = earliest_expiry(subjects);
             if (next != UINT64_MAX || (id & 1)) now = std::max(now, next);
             for (auto &s : subjects) s->drain(now);
             break;
         }
-        case 13: { /* nothing comes out just before the earliest next_expiry */
-            uint64_t next = UINT64_MAX;
-            for (auto &s : subjects) next = std::min(next, s->next_expiry());
-            if (next > now) {
-                now = next - 1;
-                for (auto &s : subjects)
-                    FUZZ_CHECK(!s->pop(now),
-                               "%s: pop_expired(%llu) returned a timer, but "
-                               "next_expiry is %llu",
-                               s->name(), (unsigned long long)now,
-                               (unsigned long long)s->next_expiry());
-            }
+        case 13:
+            nothing_just_before_expiry(subjects, now);
             break;
-        }
         }
         /* Lockstep: the model sizes agree wherever the rules force them to
            (exact backends pop exactly the same timers). */

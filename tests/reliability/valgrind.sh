@@ -31,8 +31,9 @@ command -v valgrind >/dev/null || { echo "valgrind not installed" >&2; exit 1; }
 if [ ! -f "$build/build.ninja" ]; then
     meson setup "$build" "$top" -Dbuildtype=debug -Dbenches=disabled >/dev/null
 fi
-suites="tests/api_misuse tests/loop_io tests/loop_hooks tests/loop_ref tests/streams
-        tests/reliability/faults tests/reliability/threads
+suites="tests/api_misuse tests/loop_io tests/loop_async tests/loop_signal tests/loop_hooks
+        tests/loop_ref tests/streams tests/stream_misuse
+        tests/reliability/faults tests/reliability/faults_storm tests/reliability/threads
         tests/reliability/timers_fuzz_replay tests/reliability/loop_fuzz_replay"
 ninja -C "$build" $suites
 
