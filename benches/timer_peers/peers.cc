@@ -62,14 +62,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../delayed_tasks.h"
-#include "../latency.h"
-#include "../ops_tickloop.h"
+#include "delayed_tasks.h"
+#include "latency.h"
+#include "ops_tickloop.h"
 #if TL_BENCH_HAVE_LIBEV
-#include "../ops_libev.h"
+#include "ops_libev.h"
 #endif
 #if TL_BENCH_HAVE_LIBUV
-#include "../ops_libuv.h"
+#include "ops_libuv.h"
 #endif
 
 extern char **environ;
