@@ -15,17 +15,7 @@
 
 #include "job.h"
 #include "ops.h"
-#include "ops_tickloop.h"
-
-#if TL_BENCH_HAVE_LIBEV
-#include "ops_libev.h"
-#endif
-#if TL_BENCH_HAVE_LIBUV
-#include "ops_libuv.h"
-#endif
-#if TL_BENCH_HAVE_ASIO
-#include "ops_asio.h"
-#endif
+#include "peers.h"
 
 namespace bench::job {
 
