@@ -107,16 +107,11 @@ uint64_t next_random(uint64_t &state) {
     return z ^ (z >> 31);
 }
 
-Result run_backend(const Config &cfg, const char *timers) {
-    Result res{};
-    std::snprintf(res.timers, sizeof res.timers, "%s", timers ? timers : "(default)");
-    res.tasks = cfg.tasks;
-
-    /* The delays and the tasks to cancel are drawn before anything is timed
-       or measured. */
+/* The delays of the tasks, and which of them are cancelled, drawn from
+   cfg.seed before anything is timed or measured. */
+void draw_tasks(const Config &cfg, std::vector<uint64_t> &delays, std::vector<uint32_t> &cancels) {
     const double minute_ns = 60e9 / cfg.time_scale;
-    std::vector<uint64_t> delays(cfg.tasks);
-    std::vector<uint32_t> cancels;
+    delays.resize(cfg.tasks);
     cancels.reserve(cfg.tasks * cfg.cancel_pct / 100 + 1);
     uint64_t state = cfg.seed;
     for (uint64_t i = 0; i < cfg.tasks; ++i) {
@@ -124,6 +119,25 @@ Result run_backend(const Config &cfg, const char *timers) {
         delays[i] = (uint64_t)(minutes * minute_ns);
         if (next_random(state) % 10000 < cfg.cancel_pct * 100u) cancels.push_back((uint32_t)i);
     }
+}
+
+/* res's lateness percentiles, from the lateness of every fired task. */
+void set_lateness(Result &res, std::vector<uint64_t> &lateness) {
+    if (lateness.empty()) return;
+    std::sort(lateness.begin(), lateness.end());
+    size_t n = lateness.size();
+    res.late_p50 = lateness[(n - 1) * 50 / 100];
+    res.late_p99 = lateness[(n - 1) * 99 / 100];
+    res.late_max = lateness[n - 1];
+}
+
+Result run_backend(const Config &cfg, const char *timers) {
+    Result res{};
+    std::snprintf(res.timers, sizeof res.timers, "%s", timers ? timers : "(default)");
+    res.tasks = cfg.tasks;
+    std::vector<uint64_t> delays;
+    std::vector<uint32_t> cancels;
+    draw_tasks(cfg, delays, cancels);
     res.expected = cfg.tasks - cancels.size();
     std::vector<uint64_t> lateness;
     lateness.reserve(res.expected);
@@ -185,13 +199,7 @@ Result run_backend(const Config &cfg, const char *timers) {
         return res;
     }
 
-    if (!lateness.empty()) {
-        std::sort(lateness.begin(), lateness.end());
-        size_t n = lateness.size();
-        res.late_p50 = lateness[(n - 1) * 50 / 100];
-        res.late_p99 = lateness[(n - 1) * 99 / 100];
-        res.late_max = lateness[n - 1];
-    }
+    set_lateness(res, lateness);
     return res;
 }
 
@@ -282,10 +290,9 @@ bool parse_number(const char *s, double min, double max, double &out) {
     return true;
 }
 
-} // namespace
-
-int main(int argc, char **argv) {
-    Config cfg;
+/* Fills cfg from the command line; returns -1 to go on, else the exit
+   status (0 after --help, 2 on a usage error). */
+int parse_args(int argc, char **argv, Config &cfg) {
     for (int i = 1; i < argc; i += 2) {
         const char *opt = argv[i], *val = argv[i + 1]; /* argv[argc] is NULL */
         double v;
@@ -325,6 +332,14 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
+    return -1;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    Config cfg;
+    if (int status = parse_args(argc, argv, cfg); status >= 0) return status;
 
     /* The options are checked once, before anything is printed: a wrong
        --timers or --io (or TICKLOOP_IO) is one message and exit 1, not an

@@ -169,11 +169,10 @@ static int usage(FILE *f, int status) {
     return status;
 }
 
-int main(int argc, char **argv) {
+/* Reads the command line into *opts, *port and idle_ns; returns -1 to go
+ * on, else the exit status (0 after --help, 2 on a usage error). */
+static int parse_args(int argc, char **argv, tl_loop_options *opts, int *port) {
     static const char *const known[] = {"--port", "--idle-ms", "--io", "--timers"};
-    tl_loop_options opts;
-    tl_loop_options_init(&opts);
-    int port = 0;
     for (int i = 1; i < argc; i++) {
         const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(opt, "--help") == 0) return usage(stdout, 0);
@@ -182,15 +181,15 @@ int main(int argc, char **argv) {
         if (ok && strcmp(opt, "--port") == 0) {
             long v = strtol(val, &end, 10);
             ok = *val && !*end && v >= 0 && v <= 65535;
-            port = (int)v;
+            *port = (int)v;
         } else if (ok && strcmp(opt, "--idle-ms") == 0) {
             unsigned long long v = strtoull(val, &end, 10);
             ok = *val && *val != '-' && !*end && v > 0 && v <= UINT64_MAX / 1000000;
             idle_ns = v * 1000000;
         } else if (ok && strcmp(opt, "--io") == 0) {
-            ok = parse_io_kind(val, &opts.io) == 0;
+            ok = parse_io_kind(val, &opts->io) == 0;
         } else if (ok && strcmp(opt, "--timers") == 0) {
-            opts.timers = val;
+            opts->timers = val;
         } else {
             ok = 0;
         }
@@ -200,6 +199,15 @@ int main(int argc, char **argv) {
         }
         i++;
     }
+    return -1;
+}
+
+int main(int argc, char **argv) {
+    tl_loop_options opts;
+    tl_loop_options_init(&opts);
+    int port = 0;
+    int status = parse_args(argc, argv, &opts, &port);
+    if (status >= 0) return status;
 
     tl_loop *loop; /* uv_loop_init */
     int err = tl_loop_new(&loop, &opts);

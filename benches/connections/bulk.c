@@ -138,6 +138,24 @@ static void on_closed(tl_loop *l, tl_stream *s) {
     (void)s;
 }
 
+/* One end: no Nagle, non-blocking; on streams reading and its first two
+ * writes queued, in readiness mode watched for both directions. */
+static void start_end(struct end *e, int streams) {
+    int r, one = 1;
+    setsockopt(e->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    fcntl(e->fd, F_SETFL, fcntl(e->fd, F_GETFL) | O_NONBLOCK);
+    if (streams) {
+        tl_stream_init(&e->s, e->fd, e);
+        e->wr[0].data = e->wr[1].data = e;
+        if ((r = tl_stream_read_start(loop, &e->s, on_read)) < 0) fail("tl_stream_read_start", -r);
+        queue_write(e, 0);
+        if (e->queued < total) queue_write(e, 1);
+    } else {
+        tl_io_init(&e->io, e->fd, on_io, e);
+        if ((r = tl_io_start(loop, &e->io, TL_READ | TL_WRITE)) < 0) fail("tl_io_start", -r);
+    }
+}
+
 int main(int argc, char **argv) {
     const char *mode = "streams", *io = "epoll";
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -184,23 +202,7 @@ int main(int argc, char **argv) {
     ends[1].fd = fds[1];
 
     uint64_t t0 = cb_now_ns();
-    for (int i = 0; i < 2; i++) {
-        struct end *e = &ends[i];
-        int one = 1;
-        setsockopt(e->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        fcntl(e->fd, F_SETFL, fcntl(e->fd, F_GETFL) | O_NONBLOCK);
-        if (streams) {
-            tl_stream_init(&e->s, e->fd, e);
-            e->wr[0].data = e->wr[1].data = e;
-            if ((r = tl_stream_read_start(loop, &e->s, on_read)) < 0)
-                fail("tl_stream_read_start", -r);
-            queue_write(e, 0);
-            if (e->queued < total) queue_write(e, 1);
-        } else {
-            tl_io_init(&e->io, e->fd, on_io, e);
-            if ((r = tl_io_start(loop, &e->io, TL_READ | TL_WRITE)) < 0) fail("tl_io_start", -r);
-        }
-    }
+    for (int i = 0; i < 2; i++) start_end(&ends[i], streams);
     r = tl_loop_run(loop, TL_RUN_DEFAULT);
     if (r < 0) fail("tl_loop_run", -r);
     double secs = (double)(cb_now_ns() - t0) / 1e9;

@@ -185,7 +185,9 @@ static uint64_t parse_ms(const char *v, double scale) {
     return (uint64_t)(atof(v) * scale * 1e6);
 }
 
-int main(int argc, char **argv) {
+/* Reads the command line into cfg; returns -1 to go on, else the exit
+ * status (2 on a usage error). */
+static int parse_args(int argc, char **argv) {
     double scale = 1;
     const char *interval = "30000", *timeout = "60000", *window = "100";
     for (int i = 1; i + 1 < argc + 1; i += 2) {
@@ -229,13 +231,13 @@ int main(int argc, char **argv) {
     cfg.interval_ns = parse_ms(interval, scale);
     cfg.timeout_ns = parse_ms(timeout, scale);
     cfg.window_ns = parse_ms(window, 1);
-    conns = calloc((size_t)cfg.count, sizeof *conns);
-    ring = calloc((size_t)cfg.count, sizeof *ring);
-    if (!conns || !ring) die("calloc");
-    for (int i = 0; i < cfg.count; i++)
-        if (i % (cfg.silent_every > 0 ? cfg.silent_every : cfg.count + 1) == cfg.silent_every / 2)
-            st.silent++;
+    return -1;
+}
 
+/* The epoll set, and a signalfd in it (data UINT64_MAX) for SIGUSR1 (print
+ * the stats), SIGUSR2 (resume after --pause-at), SIGTERM and SIGINT (print
+ * and exit). Returns the signalfd. */
+static int setup_epoll(void) {
     epfd = epoll_create1(EPOLL_CLOEXEC);
     if (epfd < 0) die("epoll_create1");
     sigset_t mask;
@@ -250,78 +252,114 @@ int main(int argc, char **argv) {
     struct epoll_event sev = {.events = EPOLLIN, .data.u64 = UINT64_MAX};
     epoll_ctl(epfd, EPOLL_CTL_ADD, sfd, &sev);
 
-    uint64_t t0 = now_ns();
-    int next = 0, inflight = 0, paused = 0, announced = -1; /* the limit last announced */
-    int limit = cfg.pause_at > 0 && cfg.pause_at < cfg.count ? cfg.pause_at : cfg.count;
+    return sfd;
+}
+
+/* The connecting phase: connections started (next) and still connecting
+ * (inflight), up to limit (--pause-at, then all once SIGUSR2 resumes), and
+ * the limit last announced on stdout. */
+struct progress {
+    uint64_t t0;
+    int next, inflight, paused, announced, limit;
+};
+
+/* Reads the pending signals; returns 1 if the client is to exit. */
+static int on_signals(int sfd, struct progress *p) {
+    struct signalfd_siginfo si;
+    while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+        if (si.ssi_signo == SIGUSR2 && p->paused) {
+            p->paused = 0;
+            p->limit = cfg.count;
+            p->t0 = now_ns();
+        } else if (si.ssi_signo == SIGUSR1) {
+            print_stats();
+        } else if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
+            print_stats();
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* An event of connection i: its connect finished, or it is readable (the
+ * server closed it). */
+static void on_conn_event(uint64_t i, uint64_t now, struct progress *p) {
+    struct cconn *c = &conns[i];
+    if (c->state == ST_CONNECTING) {
+        int err = 0;
+        socklen_t len = sizeof err;
+        getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        p->inflight--;
+        if (err) {
+            st.connect_failed++;
+            epoll_ctl(epfd, EPOLL_CTL_DEL, c->fd, NULL);
+            close(c->fd);
+            c->state = ST_CLOSED;
+            return;
+        }
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.u64 = i};
+        epoll_ctl(epfd, EPOLL_CTL_MOD, c->fd, &ev);
+        c->state = ST_OPEN;
+        st.connected++;
+        st.open++;
+        heartbeat((uint32_t)i, now);
+    } else if (c->state == ST_OPEN) {
+        char buf[64];
+        ssize_t r = recv(c->fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (r <= 0 && !(r < 0 && (errno == EAGAIN || errno == EINTR))) on_closed((uint32_t)i);
+    }
+}
+
+/* Starts connections up to the limit, and says so once all have been tried. */
+static void connect_more(struct progress *p) {
+    while (!p->paused && p->next < p->limit && p->inflight < cfg.inflight_max) {
+        start_connect((uint32_t)p->next++);
+        p->inflight++;
+    }
+    if (p->announced != p->limit && p->next == p->limit && p->inflight == 0) {
+        printf("%s index=%d connected=%llu failed=%llu ms=%.1f\n",
+               p->limit == cfg.count ? "connected-all" : "paused", cfg.index,
+               (unsigned long long)st.connected, (unsigned long long)st.connect_failed,
+               (now_ns() - p->t0) / 1e6);
+        fflush(stdout);
+        p->announced = p->limit;
+        if (p->limit < cfg.count) p->paused = 1;
+    }
+}
+
+int main(int argc, char **argv) {
+    int status = parse_args(argc, argv);
+    if (status >= 0) return status;
+    conns = calloc((size_t)cfg.count, sizeof *conns);
+    ring = calloc((size_t)cfg.count, sizeof *ring);
+    if (!conns || !ring) die("calloc");
+    for (int i = 0; i < cfg.count; i++)
+        if (i % (cfg.silent_every > 0 ? cfg.silent_every : cfg.count + 1) == cfg.silent_every / 2)
+            st.silent++;
+
+    int sfd = setup_epoll();
+
+    struct progress p = {.t0 = now_ns(), .announced = -1}; /* the limit last announced */
+    p.limit = cfg.pause_at > 0 && cfg.pause_at < cfg.count ? cfg.pause_at : cfg.count;
     enum { MAXEV = 512 };
     static struct epoll_event evs[MAXEV];
     for (;;) {
-        while (!paused && next < limit && inflight < cfg.inflight_max) {
-            start_connect((uint32_t)next++);
-            inflight++;
-        }
-        if (announced != limit && next == limit && inflight == 0) {
-            printf("%s index=%d connected=%llu failed=%llu ms=%.1f\n",
-                   limit == cfg.count ? "connected-all" : "paused", cfg.index,
-                   (unsigned long long)st.connected, (unsigned long long)st.connect_failed,
-                   (now_ns() - t0) / 1e6);
-            fflush(stdout);
-            announced = limit;
-            if (limit < cfg.count) paused = 1;
-        }
+        connect_more(&p);
         uint64_t now = now_ns();
         int wait_ms = -1;
         if (ring_len) {
             uint64_t due = conns[ring[ring_head]].next_due;
             wait_ms = due <= now ? 0 : (int)((due - now + 999999) / 1000000);
         }
-        if (!paused && next < limit && inflight < cfg.inflight_max) wait_ms = 0;
+        if (!p.paused && p.next < p.limit && p.inflight < cfg.inflight_max) wait_ms = 0;
         int n = epoll_wait(epfd, evs, MAXEV, wait_ms);
         if (n < 0 && errno != EINTR) die("epoll_wait");
         now = now_ns();
         for (int e = 0; e < n; e++) {
-            uint64_t i = evs[e].data.u64;
-            if (i == UINT64_MAX) {
-                struct signalfd_siginfo si;
-                while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
-                    if (si.ssi_signo == SIGUSR2 && paused) {
-                        paused = 0;
-                        limit = cfg.count;
-                        t0 = now_ns();
-                    } else if (si.ssi_signo == SIGUSR1) {
-                        print_stats();
-                    } else if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
-                        print_stats();
-                        return 0;
-                    }
-                }
-                continue;
-            }
-            struct cconn *c = &conns[i];
-            if (c->state == ST_CONNECTING) {
-                int err = 0;
-                socklen_t len = sizeof err;
-                getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
-                inflight--;
-                if (err) {
-                    st.connect_failed++;
-                    epoll_ctl(epfd, EPOLL_CTL_DEL, c->fd, NULL);
-                    close(c->fd);
-                    c->state = ST_CLOSED;
-                    continue;
-                }
-                struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.u64 = i};
-                epoll_ctl(epfd, EPOLL_CTL_MOD, c->fd, &ev);
-                c->state = ST_OPEN;
-                st.connected++;
-                st.open++;
-                heartbeat((uint32_t)i, now);
-            } else if (c->state == ST_OPEN) {
-                char buf[64];
-                ssize_t r = recv(c->fd, buf, sizeof buf, MSG_DONTWAIT);
-                if (r <= 0 && !(r < 0 && (errno == EAGAIN || errno == EINTR)))
-                    on_closed((uint32_t)i);
-            }
+            if (evs[e].data.u64 != UINT64_MAX)
+                on_conn_event(evs[e].data.u64, now, &p);
+            else if (on_signals(sfd, &p))
+                return 0;
         }
         /* Heartbeats due by now, in schedule order. */
         while (ring_len && conns[ring[ring_head]].next_due <= now) {

@@ -47,6 +47,8 @@ import sys
 import tempfile
 import time
 
+from hist import hist_delta, hist_percentile, idle_histogram
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 SERVERS = {
@@ -68,38 +70,6 @@ def parse_kv(line):
             k, v = tok.split("=", 1)
             out[k] = v
     return out
-
-
-def hist_parse(text):
-    """'count/max/i:c,i:c' -> (count, max, {i: c})."""
-    count, mx, rest = text.split("/", 2)
-    buckets = {}
-    for part in rest.split(","):
-        if part:
-            i, c = part.split(":")
-            buckets[int(i)] = int(c)
-    return int(count), int(mx), buckets
-
-
-def bucket_upper(i):
-    if i < 8:
-        return i
-    e = i // 8 + 2
-    sub = i % 8
-    return ((8 + sub) << (e - 3)) + (1 << (e - 3))
-
-
-def hist_percentile(buckets, mx, q):
-    total = sum(buckets.values())
-    if total == 0:
-        return 0
-    want = math.ceil(q * total)
-    seen = 0
-    for i in sorted(buckets):
-        seen += buckets[i]
-        if seen >= want:
-            return min(bucket_upper(i), mx)
-    return mx
 
 
 def meminfo_kb(key):
@@ -178,181 +148,198 @@ def snapshot(procs, prefix, timeout=30):
     return [parse_kv(p.wait_line(prefix, timeout, after=b)) for p, b in zip(procs, before)]
 
 
-def hist_delta(a, b, key):
-    ca, ma, ba = hist_parse(a[key])
-    cb, mb, bb = hist_parse(b[key])
-    d = {i: c - ba.get(i, 0) for i, c in bb.items() if c - ba.get(i, 0) > 0}
-    return d, mb
-
-
-def run_one(args, name, tmp, round_no):
-    exe, extra = SERVERS[name]
-    exe = os.path.join(args.build, "benches", "connections", exe)
-    if not os.access(exe, os.X_OK):
-        log(f"run.py: {name}: {exe} not built, skipped")
-        return None
-    client_exe = os.path.join(args.build, "benches", "connections", "conn-client")
-    n, procs_n = args.conns, args.procs
-    scale = args.scale
-    interval = 30.0 * scale
-    timeout = 60.0 * scale
-    common = ["--scale", str(scale)]
+def server_options(args, name):
+    """The options every server process of this run gets."""
+    common = ["--scale", str(args.scale)]
     if args.leeway_ms and name.startswith("tickloop"):
         common += ["--leeway-ms", str(args.leeway_ms)]
     if args.io_batch_us and (name.startswith("tickloop") or name == "libev"):
         common += ["--io-batch-us", str(args.io_batch_us)]
     if args.timers and name.startswith("tickloop"):
         common += ["--timers", args.timers]
+    return common
+
+
+def stats_delta(a, b, key):
+    """The sum over the servers of key's growth from snapshot a to b."""
+    return sum(int(y.get(key, 0)) - int(x.get(key, 0)) for x, y in zip(a, b))
+
+
+def connect_all(args, name, tmp, exe, client_exe, servers, clients):
+    """Starts the servers and the clients (appended to the lists given),
+    opens a tenth of the connections, then the rest, timed; returns the
+    setup's figures."""
+    n, procs_n, scale = args.conns, args.procs, args.scale
+    m = {"slab0": meminfo_kb("Slab")}
+    extra = SERVERS[name][1]
+    port = 0
+    for i in range(procs_n):
+        s = Proc([exe, "--port", str(port)] + extra + server_options(args, name),
+                 os.path.join(tmp, f"{name}-s{i}.log"))
+        servers.append(s)
+        line = s.wait_line("listening on", 30)
+        port = int(line.split()[-1])
+    time.sleep(0.3)
+    m["rss0"] = sum(rss_kb(s.pid) for s in servers)
+    counts = [n // procs_n + (1 if i < n % procs_n else 0) for i in range(procs_n)]
+    pauses = [max(1, c // 10) for c in counts]
+    m["n1"] = n1 = sum(pauses)
+    for i in range(procs_n):
+        clients.append(Proc([client_exe, "--port", str(port), "--count", str(counts[i]),
+                             "--index", str(i), "--scale", str(scale), "--pause-at",
+                             str(pauses[i]), "--inflight", str(args.inflight),
+                             "--window-ms", str(args.window_ms)],
+                            os.path.join(tmp, f"{name}-c{i}.log")))
+    for c in clients:
+        c.wait_line("paused", 300)
+
+    def accepted():
+        return sum(int(s["accepted"]) for s in snapshot(servers, "stats"))
+
+    end = time.monotonic() + 60
+    while accepted() < n1 and time.monotonic() < end:
+        time.sleep(0.25)
+    time.sleep(0.5)
+    m["slab1"] = meminfo_kb("Slab")
+    m["rss1"] = sum(rss_kb(s.pid) for s in servers)
+    setup_a = snapshot(servers, "stats")
+    m["t1"] = time.monotonic()
+    for c in clients:
+        c.signal(signal.SIGUSR2)
+    # The clients say when their connects are done; the servers may still
+    # be accepting: the setup ends when they have accepted every one.
+    for c in clients:
+        c.wait_line("connected-all", 900)
+    end = time.monotonic() + 120
+    while accepted() < n and time.monotonic() < end:
+        time.sleep(0.05)
+    m["t2"] = time.monotonic()
+    setup_b = snapshot(servers, "stats")
+    got = sum(int(s["accepted"]) for s in setup_b)
+    if got < n:
+        raise RuntimeError(f"only {got} of {n} connections accepted")
+    # The servers' own CPU per accepted connection: the setup rate is
+    # bounded by the clients and the kernel's handshakes as much as by
+    # the server, this is the server's part alone.
+    m["setup_cpu_us"] = stats_delta(setup_a, setup_b, "utime_us") + stats_delta(setup_a, setup_b, "stime_us")
+    time.sleep(0.3)
+    m["slab2"] = meminfo_kb("Slab")
+    m["rss2"] = sum(rss_kb(s.pid) for s in servers)
+    m["conn_bytes"] = int(snapshot(servers[:1], "stats")[0].get("conn_bytes", 0))
+    return m
+
+
+def heartbeat_window(args, servers, clients, interval):
+    """The servers' cost over args.window heartbeat intervals, half an
+    interval after the setup."""
+    time.sleep(interval / 2)
+    a = snapshot(servers, "stats")
+    ca = [cpu_ticks(c.pid) for c in clients]
+    ta = time.monotonic()
+    time.sleep(args.window * interval)
+    b = snapshot(servers, "stats")
+    cb_ = [cpu_ticks(c.pid) for c in clients]
+    tb = time.monotonic()
+    w = {"seconds": tb - ta, "client_ticks": sum(cb_) - sum(ca)}
+    w["user_us"] = stats_delta(a, b, "utime_us")
+    w["cpu_us"] = w["user_us"] + stats_delta(a, b, "stime_us")
+    w["hbs"] = stats_delta(a, b, "heartbeats")
+    # Context switches: voluntary (the wait sleeps) and involuntary
+    # (preempted), from the servers' getrusage.
+    w["nvcsw"] = stats_delta(a, b, "nvcsw")
+    w["nivcsw"] = stats_delta(a, b, "nivcsw")
+    # Loop iterations (wake-ups) where the server reports them.
+    w["iters"] = stats_delta(a, b, "iterations")
+    restart = {}
+    restart_max = 0
+    for x, y in zip(a, b):
+        d, mx = hist_delta(x, y, "restart_hist")
+        for i, c in d.items():
+            restart[i] = restart.get(i, 0) + c
+        restart_max = max(restart_max, mx)
+    w["restart"], w["restart_max"] = restart, restart_max
+    return w
+
+
+def result_row(args, name, round_no, m, w, fs, fc):
+    """One round of one server: the row of the tables and the JSON."""
+    n, n1 = args.conns, m["n1"]
+    t1, t2, hbs, iters, cpu_us, user_us = m["t1"], m["t2"], w["hbs"], w["iters"], w["cpu_us"], w["user_us"]
+    restart, restart_max = w["restart"], w["restart_max"]
+    idle, idle_max = idle_histogram(fs)
+
+    def csum(k):
+        return sum(int(c[k]) for c in fc)
+
+    def ssum(k):
+        return sum(int(s[k]) for s in fs)
+
+    return {
+        "round": round_no,
+        "server": name,
+        "conns": n,
+        "procs": args.procs,
+        "scale": args.scale,
+        "setup_s": t2 - t1,
+        "setup_rate": (n - n1) / (t2 - t1),
+        "setup_cpu_us_per_conn": m["setup_cpu_us"] / (n - n1),
+        "conn_bytes": m["conn_bytes"],
+        "rss_per_conn": (m["rss2"] - m["rss1"]) * 1024 / (n - n1),
+        "rss_total_per_conn": (m["rss2"] - m["rss0"]) * 1024 / n,
+        "slab_per_conn": (m["slab2"] - m["slab1"]) * 1024 / (n - n1),
+        "slab_total_per_conn": (m["slab2"] - m["slab0"]) * 1024 / n,
+        "hb_window": hbs,
+        "hb_rate": hbs / w["seconds"],
+        "cpu_us_per_hb": cpu_us / hbs if hbs else 0,
+        "user_us_per_hb": user_us / hbs if hbs else 0,
+        "sys_us_per_hb": (cpu_us - user_us) / hbs if hbs else 0,
+        "hb_per_wakeup": hbs / iters if iters else 0,
+        "vcsw_per_khb": w["nvcsw"] * 1000 / hbs if hbs else 0,
+        "ivcsw_per_khb": w["nivcsw"] * 1000 / hbs if hbs else 0,
+        "server_cores": cpu_us / 1e6 / w["seconds"],
+        "client_cores": w["client_ticks"] / os.sysconf("SC_CLK_TCK") / w["seconds"],
+        "restart_p50_us": hist_percentile(restart, restart_max, 0.5) / 1e3,
+        "restart_p99_us": hist_percentile(restart, restart_max, 0.99) / 1e3,
+        "restart_max_us": restart_max / 1e3,
+        "silent": csum("silent"),
+        "idle_closed": ssum("idle_closed"),
+        "idle_early": ssum("idle_early"),
+        "idle_late_p99_us": hist_percentile(idle, idle_max, 0.99) / 1e3,
+        "idle_late_max_us": idle_max / 1e3,
+        "silent_ok": csum("silent_ok"),
+        "silent_early": csum("silent_early"),
+        "silent_late": csum("silent_late"),
+        "silent_overdue": csum("silent_overdue"),
+        "wrong_closed": csum("wrong_closed"),
+        "client_close_min_ms": min(int(c["close_min_us"]) for c in fc) / 1e3,
+        "client_close_max_ms": max(int(c["close_max_us"]) for c in fc) / 1e3,
+        "connect_failed": csum("connect_failed"),
+        "send_errors": csum("send_errors"),
+        "server_errors": ssum("errors") + ssum("accept_errors"),
+        "peer_closed": ssum("peer_closed"),
+    }
+
+
+def run_one(args, name, tmp, round_no):
+    exe = os.path.join(args.build, "benches", "connections", SERVERS[name][0])
+    if not os.access(exe, os.X_OK):
+        log(f"run.py: {name}: {exe} not built, skipped")
+        return None
+    client_exe = os.path.join(args.build, "benches", "connections", "conn-client")
+    interval = 30.0 * args.scale
+    timeout = 60.0 * args.scale
     servers, clients = [], []
     try:
-        slab0 = meminfo_kb("Slab")
-        port = 0
-        for i in range(procs_n):
-            s = Proc([exe, "--port", str(port)] + extra + common, os.path.join(tmp, f"{name}-s{i}.log"))
-            servers.append(s)
-            line = s.wait_line("listening on", 30)
-            port = int(line.split()[-1])
-        time.sleep(0.3)
-        rss0 = sum(rss_kb(s.pid) for s in servers)
-        counts = [n // procs_n + (1 if i < n % procs_n else 0) for i in range(procs_n)]
-        pauses = [max(1, c // 10) for c in counts]
-        n1 = sum(pauses)
-        for i in range(procs_n):
-            clients.append(Proc([client_exe, "--port", str(port), "--count", str(counts[i]),
-                                 "--index", str(i), "--scale", str(scale), "--pause-at",
-                                 str(pauses[i]), "--inflight", str(args.inflight),
-                                 "--window-ms", str(args.window_ms)],
-                                os.path.join(tmp, f"{name}-c{i}.log")))
-        for c in clients:
-            c.wait_line("paused", 300)
-
-        def accepted():
-            return sum(int(s["accepted"]) for s in snapshot(servers, "stats"))
-
-        end = time.monotonic() + 60
-        while accepted() < n1 and time.monotonic() < end:
-            time.sleep(0.25)
-        time.sleep(0.5)
-        slab1 = meminfo_kb("Slab")
-        rss1 = sum(rss_kb(s.pid) for s in servers)
-        setup_a = snapshot(servers, "stats")
-        t1 = time.monotonic()
-        for c in clients:
-            c.signal(signal.SIGUSR2)
-        # The clients say when their connects are done; the servers may still
-        # be accepting: the setup ends when they have accepted every one.
-        for c in clients:
-            c.wait_line("connected-all", 900)
-        end = time.monotonic() + 120
-        while accepted() < n and time.monotonic() < end:
-            time.sleep(0.05)
-        t2 = time.monotonic()
-        setup_b = snapshot(servers, "stats")
-        got = sum(int(s["accepted"]) for s in setup_b)
-        if got < n:
-            raise RuntimeError(f"only {got} of {n} connections accepted")
-        # The servers' own CPU per accepted connection: the setup rate is
-        # bounded by the clients and the kernel's handshakes as much as by
-        # the server, this is the server's part alone.
-        setup_cpu_us = sum(int(y["utime_us"]) + int(y["stime_us"]) - int(x["utime_us"]) - int(x["stime_us"])
-                           for x, y in zip(setup_a, setup_b))
-        time.sleep(0.3)
-        slab2 = meminfo_kb("Slab")
-        rss2 = sum(rss_kb(s.pid) for s in servers)
-        conn_bytes = int(snapshot(servers[:1], "stats")[0].get("conn_bytes", 0))
-
-        time.sleep(interval / 2)
-        a = snapshot(servers, "stats")
-        ca = [cpu_ticks(c.pid) for c in clients]
-        ta = time.monotonic()
-        time.sleep(args.window * interval)
-        b = snapshot(servers, "stats")
-        cb_ = [cpu_ticks(c.pid) for c in clients]
-        tb = time.monotonic()
-        cpu_us = sum(int(y["utime_us"]) + int(y["stime_us"]) - int(x["utime_us"]) - int(x["stime_us"])
-                     for x, y in zip(a, b))
-        user_us = sum(int(y["utime_us"]) - int(x["utime_us"]) for x, y in zip(a, b))
-        hbs = sum(int(y["heartbeats"]) - int(x["heartbeats"]) for x, y in zip(a, b))
-        # Context switches: voluntary (the wait sleeps) and involuntary
-        # (preempted), from the servers' getrusage.
-        nvcsw = sum(int(y.get("nvcsw", 0)) - int(x.get("nvcsw", 0)) for x, y in zip(a, b))
-        nivcsw = sum(int(y.get("nivcsw", 0)) - int(x.get("nivcsw", 0)) for x, y in zip(a, b))
-        # Loop iterations (wake-ups) where the server reports them.
-        iters = sum(int(y.get("iterations", 0)) - int(x.get("iterations", 0)) for x, y in zip(a, b))
-        restart = {}
-        restart_max = 0
-        for x, y in zip(a, b):
-            d, mx = hist_delta(x, y, "restart_hist")
-            for i, c in d.items():
-                restart[i] = restart.get(i, 0) + c
-            restart_max = max(restart_max, mx)
-
+        m = connect_all(args, name, tmp, exe, client_exe, servers, clients)
+        w = heartbeat_window(args, servers, clients, interval)
         # Every silent connection is past its timeout: the last one opened
         # (at t2) went silent (silent-after - 1) intervals later.
-        wait_until = t2 + interval + timeout + args.window_ms / 1000 + 1.0
+        wait_until = m["t2"] + interval + timeout + args.window_ms / 1000 + 1.0
         while time.monotonic() < wait_until:
             time.sleep(0.2)
         fs = snapshot(servers, "stats")
         fc = snapshot(clients, "cstats")
-        idle = {}
-        idle_max = 0
-        for s in fs:
-            _, mx, bk = hist_parse(s["idle_hist"])
-            idle_max = max(idle_max, mx)
-            for i, c in bk.items():
-                idle[i] = idle.get(i, 0) + c
-
-        def csum(k):
-            return sum(int(c[k]) for c in fc)
-
-        def ssum(k):
-            return sum(int(s[k]) for s in fs)
-
-        res = {
-            "round": round_no,
-            "server": name,
-            "conns": n,
-            "procs": procs_n,
-            "scale": scale,
-            "setup_s": t2 - t1,
-            "setup_rate": (n - n1) / (t2 - t1),
-            "setup_cpu_us_per_conn": setup_cpu_us / (n - n1),
-            "conn_bytes": conn_bytes,
-            "rss_per_conn": (rss2 - rss1) * 1024 / (n - n1),
-            "rss_total_per_conn": (rss2 - rss0) * 1024 / n,
-            "slab_per_conn": (slab2 - slab1) * 1024 / (n - n1),
-            "slab_total_per_conn": (slab2 - slab0) * 1024 / n,
-            "hb_window": hbs,
-            "hb_rate": hbs / (tb - ta),
-            "cpu_us_per_hb": cpu_us / hbs if hbs else 0,
-            "user_us_per_hb": user_us / hbs if hbs else 0,
-            "sys_us_per_hb": (cpu_us - user_us) / hbs if hbs else 0,
-            "hb_per_wakeup": hbs / iters if iters else 0,
-            "vcsw_per_khb": nvcsw * 1000 / hbs if hbs else 0,
-            "ivcsw_per_khb": nivcsw * 1000 / hbs if hbs else 0,
-            "server_cores": cpu_us / 1e6 / (tb - ta),
-            "client_cores": (sum(cb_) - sum(ca)) / os.sysconf("SC_CLK_TCK") / (tb - ta),
-            "restart_p50_us": hist_percentile(restart, restart_max, 0.5) / 1e3,
-            "restart_p99_us": hist_percentile(restart, restart_max, 0.99) / 1e3,
-            "restart_max_us": restart_max / 1e3,
-            "silent": csum("silent"),
-            "idle_closed": ssum("idle_closed"),
-            "idle_early": ssum("idle_early"),
-            "idle_late_p99_us": hist_percentile(idle, idle_max, 0.99) / 1e3,
-            "idle_late_max_us": idle_max / 1e3,
-            "silent_ok": csum("silent_ok"),
-            "silent_early": csum("silent_early"),
-            "silent_late": csum("silent_late"),
-            "silent_overdue": csum("silent_overdue"),
-            "wrong_closed": csum("wrong_closed"),
-            "client_close_min_ms": min(int(c["close_min_us"]) for c in fc) / 1e3,
-            "client_close_max_ms": max(int(c["close_max_us"]) for c in fc) / 1e3,
-            "connect_failed": csum("connect_failed"),
-            "send_errors": csum("send_errors"),
-            "server_errors": ssum("errors") + ssum("accept_errors"),
-            "peer_closed": ssum("peer_closed"),
-        }
-        return res
+        return result_row(args, name, round_no, m, w, fs, fc)
     finally:
         for c in clients:
             c.stop()

@@ -61,7 +61,7 @@ public final class Peers {
     static final long HEARTBEAT_SEED = 0x68656172746265L;
     static final int WHEEL = 512;
 
-    /* splitmix64, bit for bit the generator of benches/latency.h. */
+    /* splitmix64, bit for bit the generator of benches/latency/latency.h. */
     static final class Rng {
         long state;
         Rng(long seed) { state = seed; }

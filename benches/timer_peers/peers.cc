@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * bench-timer-peers: two timer workloads, written once over the adapters of
- * benches/ops.h, for tickloop's four timer backends (with their defaults and
+ * benches/adapters/ops.h, for tickloop's four timer backends (with their defaults and
  * with a 1 ms collect interval), libev and libuv. Peers.java (Netty's
  * HashedWheelTimer) and peers.go (Go's runtime timers) run the same
  * workloads from the same seeded generator and print the same line; run.sh
@@ -62,14 +62,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../delayed_tasks.h"
-#include "../latency.h"
-#include "../ops_tickloop.h"
+#include "delayed_tasks.h"
+#include "latency.h"
+#include "ops_tickloop.h"
 #if TL_BENCH_HAVE_LIBEV
-#include "../ops_libev.h"
+#include "ops_libev.h"
 #endif
 #if TL_BENCH_HAVE_LIBUV
-#include "../ops_libuv.h"
+#include "ops_libuv.h"
 #endif
 
 extern char **environ;
@@ -251,6 +251,39 @@ int64_t nearest_rank(const std::vector<int64_t> &sorted, double p) {
     return sorted[std::max<size_t>(k, 1) - 1];
 }
 
+/* What the delayed-tasks run did, from the time each timer fired (at[i], 0
+   if it did not), its deadline, and the cancel order (its first `cancelled`
+   entries were cancelled): the first deadline, the lateness of the fired
+   survivors (sorted), how many cancelled timers fired (must be 0), and the
+   distinct 1 ms ticks the survivors were due in. */
+struct DelayedOutcome {
+    uint64_t first = UINT64_MAX;
+    std::vector<int64_t> late;
+    size_t cancelled_fired = 0, due_ticks = 0;
+};
+
+DelayedOutcome delayed_outcome(const std::vector<uint64_t> &at, const std::vector<uint32_t> &order,
+                               const std::vector<uint64_t> &deadline, size_t cancelled) {
+    DelayedOutcome out;
+    for (uint64_t d : deadline) out.first = std::min(out.first, d);
+    std::vector<uint64_t> ticks;
+    out.late.reserve(kDelayedSurvivors);
+    ticks.reserve(kDelayedSurvivors);
+    for (size_t k = 0; k < order.size(); ++k) {
+        size_t i = order[k];
+        if (k < cancelled) {
+            out.cancelled_fired += at[i] != 0;
+            continue;
+        }
+        if (at[i]) out.late.push_back((int64_t)(at[i] - deadline[i]));
+        ticks.push_back((deadline[i] + kTick - 1) / kTick);
+    }
+    std::sort(out.late.begin(), out.late.end());
+    std::sort(ticks.begin(), ticks.end());
+    out.due_ticks = (size_t)(std::unique(ticks.begin(), ticks.end()) - ticks.begin());
+    return out;
+}
+
 template <class Ops>
 int delayed(Ops &ops) {
     using Timer = typename Ops::Timer;
@@ -286,25 +319,10 @@ int delayed(Ops &ops) {
     ops.run();
     Snap s3 = snap();
 
-    uint64_t first = UINT64_MAX;
-    for (size_t i = 0; i < n; ++i) first = std::min(first, deadline[i]);
-    std::vector<int64_t> late;
-    std::vector<uint64_t> ticks;
-    late.reserve(kDelayedSurvivors);
-    ticks.reserve(kDelayedSurvivors);
-    size_t cancelled_fired = 0;
-    for (size_t k = 0; k < n; ++k) {
-        size_t i = order[k];
-        if (k < cancelled) {
-            cancelled_fired += ops.log.at[i] != 0;
-            continue;
-        }
-        if (ops.log.at[i]) late.push_back((int64_t)(ops.log.at[i] - deadline[i]));
-        ticks.push_back((deadline[i] + kTick - 1) / kTick);
-    }
-    std::sort(late.begin(), late.end());
-    std::sort(ticks.begin(), ticks.end());
-    size_t due_ticks = (size_t)(std::unique(ticks.begin(), ticks.end()) - ticks.begin());
+    DelayedOutcome out = delayed_outcome(ops.log.at, order, deadline, cancelled);
+    const std::vector<int64_t> &late = out.late;
+    uint64_t first = out.first;
+    size_t cancelled_fired = out.cancelled_fired, due_ticks = out.due_ticks;
 
     Line line;
     line.add("workload", "delayed");

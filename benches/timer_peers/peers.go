@@ -51,7 +51,7 @@ const (
 	heartbeatSeed    = 0x68656172746265
 )
 
-// splitmix64, bit for bit the generator of benches/latency.h.
+// splitmix64, bit for bit the generator of benches/latency/latency.h.
 type rng struct{ state uint64 }
 
 func (r *rng) next() uint64 {

@@ -256,35 +256,33 @@ def goals(runs):
 # The plot
 # ---------------------------------------------------------------------------
 
-def plot(runs, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+class Panels:
+    """What the six panels of the plot share: the libraries shown (one row
+    each), their medians with ranges, and the axes' common finish."""
 
-    plt.rcParams.update({"font.size": 10})
-    d, h = "delayed", "heartbeat"
-    libs = [lib for lib in ORDER if (d, lib) in runs or (h, lib) in runs]
-    labels = [NAMES.get(lib, lib) for lib in libs]
-    y = list(range(len(libs)))
-    fig, axes = plt.subplots(3, 2, figsize=(15, 15.5), constrained_layout=True)
-    colors = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
+    COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
 
-    def meds(workload, key=None, derive=None, scale=1.0):
+    def __init__(self, runs, libs):
+        self.runs, self.libs = runs, libs
+        self.labels = [NAMES.get(lib, lib) for lib in libs]
+        self.y = list(range(len(libs)))
+
+    def meds(self, workload, key=None, derive=None, scale=1.0):
         out = []
-        for lib in libs:
-            s = stat(runs, workload, lib, key, derive)
+        for lib in self.libs:
+            s = stat(self.runs, workload, lib, key, derive)
             out.append(s)
         m = [(s.med / scale) if s.med is not None else 0 for s in out]
         err = [[(s.med - s.lo) / scale if s.med is not None else 0 for s in out],
                [(s.hi - s.med) / scale if s.med is not None else 0 for s in out]]
         return m, err
 
-    def finish(ax, title, xlabel, legend=True, log=False, ncol=3):
+    def finish(self, ax, title, xlabel, legend=True, log=False, ncol=3):
+        from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
         ax.set_title(title, loc="left", fontweight="bold")
         ax.set_xlabel(xlabel)
-        ax.set_yticks(y)
-        ax.set_yticklabels(labels)
+        ax.set_yticks(self.y)
+        ax.set_yticklabels(self.labels)
         ax.invert_yaxis()
         ax.grid(axis="x", alpha=0.3)
         if log:
@@ -295,72 +293,95 @@ def plot(runs, path):
         if legend:
             ax.legend(loc="lower left", bbox_to_anchor=(0, 1.06), ncol=ncol, frameon=False)
 
-    # (a) delayed: CPU per phase, stacked.
-    ax = axes[0][0]
-    left = [0.0] * len(libs)
+
+def plot_delayed_cpu(p, ax):
+    """(a) delayed: CPU per phase, stacked."""
+    d, y, colors = "delayed", p.y, Panels.COLORS
+    left = [0.0] * len(p.libs)
     for i, (key, name) in enumerate([("schedule_cpu_ns", "schedule"),
                                      ("cancel_cpu_ns", "cancel"), ("fire_cpu_ns", "fire")]):
-        m, _ = meds(d, key, scale=1e6)
+        m, _ = p.meds(d, key, scale=1e6)
         ax.barh(y, m, left=left, color=colors[i], label=name)
         left = [a + b for a, b in zip(left, m)]
-    m, err = meds(d, "total_cpu_ns", scale=1e6)
+    m, err = p.meds(d, "total_cpu_ns", scale=1e6)
     ax.errorbar(m, y, xerr=err, fmt="none", ecolor="black", capsize=2, label="total: range")
-    finish(ax, "(a) Delayed tasks: CPU per phase",
-           "process CPU, ms (median; whisker: range of the total)")
+    p.finish(ax, "(a) Delayed tasks: CPU per phase",
+             "process CPU, ms (median; whisker: range of the total)")
 
-    # (b) delayed: total CPU relative to Netty 1 ms and Go, for the libraries
-    # that are not one of those peers.
-    ax = axes[0][1]
+
+def plot_delayed_ratio(p, ax):
+    """(b) delayed: total CPU relative to Netty 1 ms and Go, for the
+    libraries that are not one of those peers."""
+    d, y, colors = "delayed", p.y, Panels.COLORS
     width = 0.27
-    m, _ = meds(d, "total_cpu_ns")
+    m, _ = p.meds(d, "total_cpu_ns")
     for i, peer in enumerate([NETTY] + GO):
-        ref = stat(runs, d, peer, "total_cpu_ns").med
-        own = [(v, x) for v, x, lib in zip(y, m, libs) if lib not in PEERS]
+        ref = stat(p.runs, d, peer, "total_cpu_ns").med
+        own = [(v, x) for v, x, lib in zip(y, m, p.libs) if lib not in PEERS]
         if ref:
             pos = [v + (i - 1) * width for v, _ in own]
             vals = [x / ref for _, x in own]
             ax.barh(pos, vals, height=width, color=colors[i], label="/ " + NAMES[peer])
     ax.axvline(0.35, color="black", linestyle="--", linewidth=1, label="goal 0.35")
-    finish(ax, "(b) Delayed tasks: total CPU over the peer's",
-           "ratio of the medians (log scale)", log=True, ncol=2)
+    p.finish(ax, "(b) Delayed tasks: total CPU over the peer's",
+             "ratio of the medians (log scale)", log=True, ncol=2)
     ax.set_xticks([0.05, 0.1, 0.2, 0.35, 0.5, 1, 2])
 
-    # (c) delayed: lateness.
-    ax = axes[1][0]
+
+def plot_delayed_lateness(p, ax):
+    """(c) delayed: lateness."""
+    from matplotlib.ticker import LogLocator
+    d, y, colors = "delayed", p.y, Panels.COLORS
     width = 0.4
     for i, (key, name) in enumerate([("late_p50_ns", "p50"), ("late_p99_ns", "p99")]):
-        m, err = meds(d, key, scale=1e3)
+        m, err = p.meds(d, key, scale=1e3)
         ax.barh([v + (i - 0.5) * width for v in y], m, height=width, xerr=err,
                 color=colors[i], label=name + " (whisker: range)", capsize=2)
     ax.axvline(1200, color="black", linestyle="--", linewidth=1, label="1 tick + 200 us")
-    finish(ax, "(c) Delayed tasks: lateness", "us after the deadline, 100,000 fires (log scale)",
-           log=True)
+    p.finish(ax, "(c) Delayed tasks: lateness", "us after the deadline, 100,000 fires (log scale)",
+             log=True)
     ax.xaxis.set_major_locator(LogLocator(base=10))  # decades only: labels up to 6 digits
 
-    # (d) delayed: wake-ups per due tick.
+
+def plot_rest(p, axes):
+    """(d) delayed: wake-ups per due tick; (e) heartbeat: CPU per restart;
+    (f) bytes per timer, both workloads."""
+    d, h, y, colors = "delayed", "heartbeat", p.y, Panels.COLORS
     ax = axes[1][1]
-    m, err = meds(d, derive=per_due_tick)
+    m, err = p.meds(d, derive=per_due_tick)
     ax.barh(y, m, xerr=err, color=colors[3], capsize=2, label="voluntary context switches")
     ax.axvline(1.1, color="black", linestyle="--", linewidth=1, label="goal 1.1")
-    finish(ax, "(d) Delayed tasks: wake-ups per due tick",
-           "fire phase: context switches / 1 ms ticks holding a deadline (log scale)", log=True)
+    p.finish(ax, "(d) Delayed tasks: wake-ups per due tick",
+             "fire phase: context switches / 1 ms ticks holding a deadline (log scale)", log=True)
 
-    # (e) heartbeat: CPU per restart.
     ax = axes[2][0]
-    m, err = meds(h, derive=per_restart)
+    m, err = p.meds(h, derive=per_restart)
     ax.barh(y, m, xerr=err, color=colors[4], capsize=2, label="process CPU / restart")
-    finish(ax, "(e) Heartbeats: CPU per restart",
-           "process CPU, ns per restart (1e6 timers, 1e7 restarts; log scale)", log=True)
+    p.finish(ax, "(e) Heartbeats: CPU per restart",
+             "process CPU, ns per restart (1e6 timers, 1e7 restarts; log scale)", log=True)
 
-    # (f) bytes per timer, both workloads.
     ax = axes[2][1]
     width = 0.4
     for i, (w, name) in enumerate([(d, "delayed tasks"), (h, "heartbeats")]):
-        m, err = meds(w, "bytes_per_timer")
+        m, err = p.meds(w, "bytes_per_timer")
         ax.barh([v + (i - 0.5) * width for v in y], m, height=width, xerr=err,
                 color=colors[i + 4], capsize=2, label=name)
-    finish(ax, "(f) Bytes per timer", "RSS growth over the schedule phase / 1e6 timers")
+    p.finish(ax, "(f) Bytes per timer", "RSS growth over the schedule phase / 1e6 timers")
 
+
+def plot(runs, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"font.size": 10})
+    libs = [lib for lib in ORDER if ("delayed", lib) in runs or ("heartbeat", lib) in runs]
+    p = Panels(runs, libs)
+    fig, axes = plt.subplots(3, 2, figsize=(15, 15.5), constrained_layout=True)
+    plot_delayed_cpu(p, axes[0][0])
+    plot_delayed_ratio(p, axes[0][1])
+    plot_delayed_lateness(p, axes[1][0])
+    plot_rest(p, axes)
     fig.savefig(path, dpi=100)
 
 

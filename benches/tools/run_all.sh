@@ -3,7 +3,7 @@
 # run_all.sh: runs every benchmark suite one after the other and turns the
 # results into the PNGs of the README's "Performance" section.
 #
-#   benches/run_all.sh BUILD_DIR OUTDIR     (e.g. build docs/perf)
+#   benches/tools/run_all.sh BUILD_DIR OUTDIR     (e.g. build docs/perf)
 #
 # Writes OUTDIR/*.txt (the tables as printed; latency_summary.txt: the main
 # job's verdicts and summary) and OUTDIR/*.png; the raw JSON goes to

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * latency_libevent.cc: tickloop-bench-libevent, the helper that runs the
- * libevent rows of tickloop-bench (latency.cc) in a process of its own.
+ * tickloop_bench_libevent.cc: tickloop-bench-libevent, the helper that runs the
+ * libevent rows of tickloop-bench (tickloop_bench.cc) in a process of its own.
  *
  * Why a separate executable: Debian's libev exports libevent-compatible
  * symbols (event_add, event_base_new, ...), so libev and libevent cannot be

@@ -18,18 +18,8 @@
 #include <cstdio>
 #include <vector>
 
-#include "ops_tickloop.h"
+#include "peers.h"
 #include "timer_ops.h"
-
-#if TL_BENCH_HAVE_LIBEV
-#include "ops_libev.h"
-#endif
-#if TL_BENCH_HAVE_LIBUV
-#include "ops_libuv.h"
-#endif
-#if TL_BENCH_HAVE_ASIO
-#include "ops_asio.h"
-#endif
 
 int main(int argc, char **argv) {
     int64_t max_n = bench::take_max_n(argc, argv);

@@ -5,7 +5,7 @@
 # at a time with a fixed iteration count. Counts do not depend on the
 # machine's load, so two builds compare on a shared machine.
 #
-#   benches/ir_per_op.sh BUILD_DIR [LIBS [SIZES [OPS]]]
+#   benches/timer_ops/ir_per_op.sh BUILD_DIR [LIBS [SIZES [OPS]]]
 #
 # LIBS default "heap2 heap4 wheel hwheel libev", SIZES "1000 1000000", OPS
 # "start_stop restart cancel expire" (random deadlines, equal:0; expire in

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * scenarios.cc: bench-scenarios, the whole-program scenarios, for
+ * scenarios.cc: bench-scenarios, the whole-program scenarios (the parent;
+ * child.cc runs one scenario on one library), for
  * every tickloop timer backend, libev and libuv, each library in a fresh
  * child process so that its peak RSS is its own:
  *
@@ -53,200 +54,14 @@
 #include <tickloop/timer_backend.h>
 
 #include "latency.h"
-#include "ops_tickloop.h"
-
-#if TL_BENCH_HAVE_LIBEV
-#include "ops_libev.h"
-#endif
-#if TL_BENCH_HAVE_LIBUV
-#include "ops_libuv.h"
-#endif
+#include "scenarios.h"
 
 extern char **environ;
 
 namespace {
 
 using namespace bench;
-
-struct Sizes {
-    size_t million_n = 10000000;
-    size_t million_per_ms = 1000; /* libuv's benchmark: 1000 timers per ms of timeout */
-    size_t heartbeat_conns = 1000000;
-    size_t heartbeat_packets = 1u << 23;
-    size_t delayed_tasks = 1000000;
-};
-
-/* ------------------------------------------------------------------------ */
-/* The child: one scenario, one library, results as lines on stdout          */
-/* ------------------------------------------------------------------------ */
-
-uint64_t process_cpu_ns() {
-    return clock_ns(CLOCK_PROCESS_CPUTIME_ID);
-}
-
-/* Prints "PHASE name wall_ns cpu_ns" for the time since the previous lap. */
-struct PhaseClock {
-    uint64_t wall = mono_ns(), cpu = process_cpu_ns();
-    void lap(const char *name) {
-        uint64_t w = mono_ns(), c = process_cpu_ns();
-        std::printf("PHASE\t%s\t%" PRIu64 "\t%" PRIu64 "\n", name, w - wall, c - cpu);
-        wall = w;
-        cpu = c;
-    }
-};
-
-void info(const char *key, const std::string &value) {
-    std::printf("INFO\t%s\t%s\n", key, value.c_str());
-}
-void info(const char *key, uint64_t value) {
-    info(key, std::to_string(value));
-}
-
-template <class Ops>
-int million(std::unique_ptr<Ops> ops, const Sizes &z) {
-    using Timer = typename Ops::Timer;
-    size_t n = z.million_n;
-    /* Allocated, not touched: its pages are faulted in by the init phase, as
-       with the malloc of libuv's benchmark. */
-    std::unique_ptr<Timer[]> timers(new Timer[n]);
-    info("n", n);
-    info("handle_bytes", sizeof(Timer));
-    ops->update_time();
-    PhaseClock clock;
-    for (size_t i = 0; i < n; ++i) {
-        ops->init(timers[i]);
-        ops->start(timers[i], (1 + i / z.million_per_ms) * kMs);
-    }
-    clock.lap("init");
-    ops->run();
-    clock.lap("dispatch");
-    uint64_t fired = ops->fired;
-    ops->close(timers.get(), n);
-    ops.reset();
-    clock.lap("cleanup");
-    info("fired", fired);
-    if (fired != n) {
-        std::printf("ERROR\tfired %" PRIu64 " of %zu\n", fired, n);
-        return 1;
-    }
-    return 0;
-}
-
-template <class Ops>
-int heartbeat(std::unique_ptr<Ops> ops, const Sizes &z) {
-    /* The application's connection: the timer handle and the state the
-       packet handler updates right before restarting the timeout. */
-    struct Connection {
-        typename Ops::Timer idle;
-        uint64_t bytes_in;
-    };
-    constexpr uint64_t kIdle = 30 * kSec;
-    size_t n = z.heartbeat_conns;
-    std::unique_ptr<Connection[]> conns(new Connection[n]);
-    info("n", n);
-    info("handle_bytes", sizeof(typename Ops::Timer));
-    info("ops", z.heartbeat_packets);
-    Rng rng(0x68656172746265ull);
-    ops->update_time();
-    PhaseClock clock;
-    for (size_t i = 0; i < n; ++i) {
-        conns[i].bytes_in = 0;
-        ops->init(conns[i].idle);
-        ops->start(conns[i].idle, rng.below(kIdle)); /* opened over the last 30 s */
-    }
-    clock.lap("init");
-    for (size_t i = 0; i < z.heartbeat_packets; ++i) {
-        Connection &c = conns[rng.below(n)];
-        c.bytes_in += 64;
-        ops->restart(c.idle, kIdle);
-        if ((i & 255) == 255) ops->run_nowait();
-    }
-    clock.lap("run");
-    info("fired", ops->fired);
-    for (size_t i = 0; i < n; ++i) ops->stop(conns[i].idle);
-    /* close() takes an array of handles, but here they are interleaved with
-       the connections' state: a library whose close is more than a no-op
-       (libuv) closes them one by one and finishes in one loop turn. */
-    if constexpr (requires(Ops & o, typename Ops::Timer & t) { o.close_handle(t); }) {
-        for (size_t i = 0; i < n; ++i) ops->close_handle(conns[i].idle);
-        ops->close(nullptr, 0);
-    }
-    ops.reset();
-    clock.lap("cleanup");
-    return 0;
-}
-
-template <class Ops>
-int delayed(std::unique_ptr<Ops> ops, const Sizes &z) {
-    using Timer = typename Ops::Timer;
-    constexpr uint64_t kDelay = 1800 * kSec;
-    size_t n = z.delayed_tasks;
-    std::unique_ptr<Timer[]> tasks(new Timer[n]);
-    /* The order in which tasks finish (and cancel their timeout): random, and
-       the last 1% of that order never finish. */
-    std::vector<uint32_t> order(n);
-    std::iota(order.begin(), order.end(), 0u);
-    Rng rng(0x64656c61796564ull);
-    for (size_t i = n - 1; i > 0; --i) std::swap(order[i], order[rng.below(i + 1)]);
-    size_t cancelled = n - n / 100;
-    info("n", n);
-    info("handle_bytes", sizeof(Timer));
-    info("ops", n + cancelled);
-    ops->update_time();
-    PhaseClock clock;
-    for (size_t i = 0; i < n; ++i) {
-        ops->init(tasks[i]);
-        ops->start(tasks[i], kDelay);
-        if ((i & 255) == 255) ops->run_nowait();
-    }
-    clock.lap("create");
-    for (size_t i = 0; i < cancelled; ++i) {
-        ops->stop(tasks[order[i]]);
-        if ((i & 255) == 255) ops->run_nowait();
-    }
-    clock.lap("cancel");
-    info("fired", ops->fired);
-    for (size_t i = 0; i < n; ++i) ops->stop(tasks[i]);
-    ops->close(tasks.get(), n);
-    ops.reset();
-    clock.lap("cleanup");
-    return 0;
-}
-
-template <class Ops>
-int run_child(const std::string &scenario, std::unique_ptr<Ops> ops, const Sizes &z) {
-    info("impl", ops->name());
-    if (!ops->ok()) {
-        std::printf("ERROR\t%s\n", ops->error().c_str());
-        return 1;
-    }
-    if (scenario == "million") return million(std::move(ops), z);
-    if (scenario == "heartbeat") return heartbeat(std::move(ops), z);
-    if (scenario == "delayed") return delayed(std::move(ops), z);
-    std::printf("ERROR\tunknown scenario %s\n", scenario.c_str());
-    return 1;
-}
-
-int child(const std::string &scenario, const std::string &lib, const Sizes &z) {
-    int rc;
-#if TL_BENCH_HAVE_LIBEV
-    if (lib == "libev") {
-        rc = run_child(scenario, std::make_unique<LibevOps>(), z);
-        std::fflush(stdout);
-        return rc;
-    }
-#endif
-#if TL_BENCH_HAVE_LIBUV
-    if (lib == "libuv") {
-        rc = run_child(scenario, std::make_unique<LibuvOps>(), z);
-        std::fflush(stdout);
-        return rc;
-    }
-#endif
-    rc = run_child(scenario, std::make_unique<TickloopOps>(lib.c_str()), z);
-    std::fflush(stdout);
-    return rc;
-}
+using namespace bench::scenarios;
 
 /* ------------------------------------------------------------------------ */
 /* The parent: one child per scenario and library, then the tables          */
@@ -474,6 +289,53 @@ bool size_flag(const char *arg, const char *name, size_t &out) {
     return true;
 }
 
+/* Every wanted scenario on every wanted library, one child process each,
+   with a table per scenario. */
+std::vector<Row> run_scenarios(const Sizes &z, const std::vector<std::string> &scenarios_filter,
+                               const std::vector<std::string> &libs_filter,
+                               const std::vector<std::string> &size_args) {
+    std::vector<std::string> libs;
+    size_t n_backends = tl_timer_backend_names(nullptr, 0);
+    std::vector<const char *> names(n_backends);
+    tl_timer_backend_names(names.data(), n_backends);
+    for (const char *name : names) libs.push_back(name);
+#if TL_BENCH_HAVE_LIBEV
+    libs.push_back("libev");
+#endif
+#if TL_BENCH_HAVE_LIBUV
+    libs.push_back("libuv");
+#endif
+    std::printf("bench-scenarios: tickloop %s; each library in a fresh process\n", tl_version());
+    std::fflush(stdout);
+    std::vector<Row> all;
+    struct Scenario {
+        const char *name;
+        std::string title;
+    };
+    const Scenario scenarios[] = {
+        {"heartbeat", "heartbeat: " + std::to_string(z.heartbeat_conns) +
+                          " connections with 30 s idle timeouts, " +
+                          std::to_string(z.heartbeat_packets) +
+                          " packets on random connections, each restarting its timeout"},
+        {"delayed", "delayed: " + std::to_string(z.delayed_tasks) +
+                        " tasks created in a burst with a 30 min delay, 99% then cancelled in "
+                        "random order"},
+        {"million", "million_timers (libuv's benchmark): " + std::to_string(z.million_n) +
+                        " timers, timeouts 1 ms - " +
+                        std::to_string(z.million_n / z.million_per_ms) + " ms, " +
+                        std::to_string(z.million_per_ms) + " per ms"},
+    };
+    for (const Scenario &s : scenarios) {
+        if (!wanted(scenarios_filter, s.name)) continue;
+        std::vector<Row> rows;
+        for (const std::string &lib : libs)
+            if (wanted(libs_filter, lib)) rows.push_back(spawn_child(s.name, lib, size_args));
+        print_table(s.title, rows);
+        all.insert(all.end(), rows.begin(), rows.end());
+    }
+    return all;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -506,46 +368,8 @@ int main(int argc, char **argv) {
     }
     if (!child_scenario.empty()) return child(child_scenario, child_lib, z);
 
-    std::vector<std::string> libs;
-    size_t n_backends = tl_timer_backend_names(nullptr, 0);
-    std::vector<const char *> names(n_backends);
-    tl_timer_backend_names(names.data(), n_backends);
-    for (const char *name : names) libs.push_back(name);
-#if TL_BENCH_HAVE_LIBEV
-    libs.push_back("libev");
-#endif
-#if TL_BENCH_HAVE_LIBUV
-    libs.push_back("libuv");
-#endif
-    std::printf("bench-scenarios: tickloop %s; each library in a fresh process\n", tl_version());
-    std::fflush(stdout);
     uint64_t start = mono_ns();
-    std::vector<Row> all;
-    struct Scenario {
-        const char *name;
-        std::string title;
-    };
-    const Scenario scenarios[] = {
-        {"heartbeat", "heartbeat: " + std::to_string(z.heartbeat_conns) +
-                          " connections with 30 s idle timeouts, " +
-                          std::to_string(z.heartbeat_packets) +
-                          " packets on random connections, each restarting its timeout"},
-        {"delayed", "delayed: " + std::to_string(z.delayed_tasks) +
-                        " tasks created in a burst with a 30 min delay, 99% then cancelled in "
-                        "random order"},
-        {"million", "million_timers (libuv's benchmark): " + std::to_string(z.million_n) +
-                        " timers, timeouts 1 ms - " +
-                        std::to_string(z.million_n / z.million_per_ms) + " ms, " +
-                        std::to_string(z.million_per_ms) + " per ms"},
-    };
-    for (const Scenario &s : scenarios) {
-        if (!wanted(scenarios_filter, s.name)) continue;
-        std::vector<Row> rows;
-        for (const std::string &lib : libs)
-            if (wanted(libs_filter, lib)) rows.push_back(spawn_child(s.name, lib, size_args));
-        print_table(s.title, rows);
-        all.insert(all.end(), rows.begin(), rows.end());
-    }
+    std::vector<Row> all = run_scenarios(z, scenarios_filter, libs_filter, size_args);
     std::printf("\ntook %.1f s\n", (double)(mono_ns() - start) / 1e9);
     if (json) {
         if (!write_json(json, z, all)) {

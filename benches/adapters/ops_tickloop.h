@@ -35,7 +35,7 @@ struct TickloopOps {
         err = tl_loop_new(&loop, &opts);
         if (err) loop = nullptr;
     }
-    /* A loop made with every option as given (tick, slack: latency.cc's
+    /* A loop made with every option as given (tick, slack: tickloop-bench's
        rows); backend is the timer backend's name, opts.timers. */
     explicit TickloopOps(const tl_loop_options &opts) : backend(opts.timers ? opts.timers : "") {
         err = tl_loop_new(&loop, &opts);

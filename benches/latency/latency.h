@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * latency.h: the harness shared by the latency runner (latency.cc, built as
- * tickloop-bench) and its libevent helper (latency_libevent.cc).
+ * latency.h: the harness shared by the latency runner (tickloop_bench.cc and
+ * the other parts of tickloop-bench, see job.h) and its libevent helper
+ * (tickloop_bench_libevent.cc); the other benchmarks use its clocks,
+ * generator and statistics too.
  *
  * What is shared, and why it must be: the schedules (every implementation
  * waits exactly the same sequence of delays, drawn from one seeded generator
