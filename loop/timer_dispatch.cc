@@ -110,9 +110,12 @@ uint64_t dispatch_domain(tl_loop *loop, TimerDomain &d, uint64_t cap) noexcept {
     void *self = d.instance;
     const uint64_t now = d.dispatch_now;
     uint64_t fired = 0, popped = 0;
-    /* Timers a dispatch deferred after popping them (TIMER_FRESH) run
-       first: they are due, and were next in the backend's order. */
-    if (q.deferred.count) [[unlikely]]
+    /* Timers an earlier dispatch deferred after popping them (TIMER_FRESH)
+       run first: they are due, and were next in the backend's order. Only
+       a backend without reserve leaves any; with reserve, the deferred list
+       holds the timers this dispatch's callbacks parked, which wait for the
+       next iteration whatever domain they are on. */
+    if (q.deferred.count && !b->reserve) [[unlikely]]
         release_deferred(loop, d, cap);
     /* The cap counts callbacks (max_timers_per_iteration), not pops: a
        queued timer that a callback stops leaves its turn to the next due one,
