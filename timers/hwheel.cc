@@ -164,6 +164,11 @@ class HWheel : public MallocNew {
        finer grid is not either once its deadline has passed. */
     void cascade(unsigned level, unsigned slot, uint64_t slot_start, uint64_t now) noexcept;
 
+    /* Pre: (level, slot) occupied, level > 0, marked stale. Post: its lazy
+       timers re-filed where their fire tick says (relative to cur), the
+       others back in slot order with an exact minimum, the mark cleared. */
+    void tidy(unsigned level, unsigned slot) noexcept;
+
     /* Pre: level-0 slot is the first occupied, its tick slot_start is now's
        tick + 1, a timer was filed overdue. Post: cur = slot_start; its
        timers whose deadline is <= now are on the due list, the rest back in
@@ -249,6 +254,10 @@ public:
                     return; /* the slot's minimum is this tick's instant */
                 }
             } else if (e >= slot_start) {
+                /* It may have held the slot's minimum: next_expiry walks
+                   the slot before the loop waits on it. */
+                if (deadline > t->deadline && t->deadline <= levels_.at(level).min(slot))
+                    levels_.mark_stale(level, slot);
                 t->deadline = deadline;
                 log_.filed_at(deadline);
                 levels_.at(level).lower_min(slot, clock_.due(e));
@@ -277,12 +286,22 @@ public:
        unless a cancel or a lazy reschedule left a slot's minimum low): no
        timer fires before it, and popping at it returns a timer or moves the
        stale slot on. */
-    uint64_t next_expiry() const noexcept {
+    uint64_t next_expiry() noexcept {
         uint64_t next = UINT64_MAX;
         bool overdue = false;
         if (levels_.any()) {
             unsigned level = levels_.first_level();
             unsigned slot = levels_.first_slot(level);
+            /* A stale first slot is walked first (its lazy timers re-filed,
+               its minimum made exact), so that the loop never wakes at a
+               deadline a restart left. Each walk clears a mark a restart
+               set. */
+            while (levels_.stale(level, slot)) {
+                tidy(level, slot);
+                if (!levels_.any()) return due_.head ? due_.min : UINT64_MAX;
+                level = levels_.first_level();
+                slot = levels_.first_slot(level);
+            }
             uint64_t slot_start = start(level, slot);
             uint64_t lower = clock_.first_ns(slot_start);
             uint64_t min = levels_.at(level).min(slot);
@@ -385,6 +404,23 @@ private:
     }
 }
 
+[[gnu::noinline]] void HWheel::tidy(unsigned level, unsigned slot) noexcept {
+    tl_timer *t = levels_.take(level, slot);
+    const uint64_t end = start(level, slot) + level_span(level);
+    while (t) {
+        tl_timer *n = next_of(t);
+        SlotPosition pos = SlotPosition::of(t);
+        uint64_t f = clock_.fire_tick(t->deadline, pos);
+        if (f >= end) { /* lazy: beyond the slot */
+            place(t, f, pos.grid(), pos.order().with_moved());
+        } else {
+            levels_.push(level, slot, t, clock_.due(f));
+            pos.order().with(pos.grid()).in_slot(slot_id(level, slot)).store(t);
+        }
+        t = n;
+    }
+}
+
 [[gnu::noinline]] void HWheel::collect_passed(unsigned slot, uint64_t slot_start,
                                               uint64_t now) noexcept {
     tl_timer *t = levels_.take(0, slot);
@@ -411,6 +447,9 @@ const char *HWheel::check() const noexcept {
             if (levels_.at(level).head(slot)) levels |= bit(level);
         }
     }
+    for (unsigned level = 0; level < kLevels; ++level)
+        if (levels_.stale_word(level) & ~levels_.occupied(level))
+            return check_failed("hwheel: empty slots of level %u marked stale", level);
     uint64_t unsorted = levels_.unsorted0() & ~levels_.occupied(0);
     if (unsorted)
         return check_failed("hwheel: empty level-0 slots marked unsorted: %#llx",

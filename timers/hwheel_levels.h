@@ -11,7 +11,9 @@
  *   so that a slot id is one scaled index into the slots), the summary word
  *   with bit L set iff level L has an occupied slot, and the unsorted marks
  *   of level 0, the slots that hold a timer placed out of start order since
- *   they were last sorted (only occupied ones). The earliest slot is two ctz
+ *   they were last sorted (only occupied ones), and the stale marks of the
+ *   slots whose minimum a later restart may have left low (only occupied
+ *   ones; a walk makes the minimum exact). The earliest slot is two ctz
  *   away.
  */
 #ifndef TICKLOOP_TIMERS_HWHEEL_LEVELS_H
@@ -92,11 +94,13 @@ class Levels {
     uint64_t occupied_[kLevels] = {}; /* per level, bit s: slot s holds a timer */
     uint64_t summary_ = 0;            /* bit L: level L has an occupied slot */
     uint64_t unsorted0_ = 0;          /* bit s: level-0 slot s holds a moved timer, unsorted */
+    uint64_t stale_[kLevels] = {};    /* per level, bit s: slot s's minimum may be low */
 
     void emptied(unsigned level, unsigned slot) noexcept {
         occupied_[level] &= ~bit(slot);
         if (!occupied_[level]) summary_ &= ~bit(level);
         if (level == 0) unsorted0_ &= ~bit(slot);
+        stale_[level] &= ~bit(slot);
     }
 
 public:
@@ -126,6 +130,9 @@ public:
         emptied(level, slot);
         return t;
     }
+    bool stale(unsigned level, unsigned slot) const noexcept { return stale_[level] & bit(slot); }
+    uint64_t stale_word(unsigned level) const noexcept { return stale_[level]; }
+    void mark_stale(unsigned level, unsigned slot) noexcept { stale_[level] |= bit(slot); }
     /* Level-0 slot holds a timer placed out of start order. */
     void mark_unsorted(unsigned slot) noexcept { unsorted0_ |= bit(slot); }
     /* Sorts level-0 slot by fires_before if it is marked unsorted. */

@@ -209,11 +209,13 @@ public:
                     move(t, deadline, e, grid);
                     return;
                 }
+                left_later(s, t);
                 t->deadline = deadline;
                 log_.started().with_moved().in_slot(s).with_lazy().with(grid).store(t);
                 return;
             }
             log_.started().with_moved().in_slot(s).with(grid).store(t);
+            if (deadline > t->deadline) left_later(s, t);
             t->deadline = deadline;
             log_.filed_at(deadline);
             slots_.lower_min(s, clock_.due(e));
@@ -234,8 +236,16 @@ public:
             move(t, deadline, e, grid);
             return;
         }
+        left_later(s, t);
         t->deadline = deadline;
         log_.started().with_moved().in_slot(s).with_lazy().with(grid).store(t);
+    }
+
+    /* t, in slot s, is left there with a later deadline: if it may have
+       held the slot's minimum (its deadline is not above it), the slot is
+       marked stale, for next_expiry to walk before the loop waits on it. */
+    void left_later(size_t s, const tl_timer *t) noexcept {
+        if (t->deadline <= slots_.min(s)) slots_.mark_stale(s);
     }
 
     /* reschedule's slow path, out of line so that the in-place paths above
@@ -257,6 +267,15 @@ public:
         if (count_ == 0) return UINT64_MAX;
         uint64_t visit;
         size_t s = window_.find_due(slots_, clock_, cur_, visit);
+        /* A stale first slot is walked first (its lazy timers re-filed, its
+           minimum made exact), so that the loop never wakes at a deadline a
+           restart left. Each walk clears a mark a restart set. */
+        while (s != WheelSlots::kNone && slots_.stale(s)) {
+            collect(s, visit, 0, 0);
+            if (due_.head) return due_.min;
+            if (count_ == 0) return UINT64_MAX;
+            s = window_.find_due(slots_, clock_, cur_, visit);
+        }
         if (s == WheelSlots::kNone) return 0;
         uint64_t lower = clock_.first_ns(visit);
         uint64_t next = slots_.min(s) > lower ? slots_.min(s) : lower;
@@ -362,8 +381,8 @@ const char *Wheel::check_slot(size_t s, size_t &seen) const noexcept {
     if (occupied != (head != nullptr))
         return check_failed("wheel: occupancy bit of slot %zu is %d, slot %s", s, occupied,
                             head ? "non-empty" : "empty");
-    if (slots_.active(s) && !occupied)
-        return check_failed("wheel: empty slot %zu marked active", s);
+    if ((slots_.active(s) || slots_.stale(s)) && !occupied)
+        return check_failed("wheel: empty slot %zu marked active or stale", s);
     if (!head) return nullptr;
     const uint64_t min = slots_.min(s);
     /* A lazy timer's slot must be walked (and it re-filed) by its tick. */
