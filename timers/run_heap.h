@@ -112,13 +112,12 @@ public:
         tl_timer *next = next_of(t);
         size_t idx = position_of(t);
         if (idx) {
-            if (stale(t)) [[unlikely]] {
-                --stale_; /* alone, and in no table slot */
-                next = nullptr;
-            }
             if (next) {
-                pass_head(t, next, idx);
-                return;
+                if (!stale(t)) [[likely]] {
+                    pass_head(t, next, idx);
+                    return;
+                }
+                --stale_; /* a stale run: alone, and in no table slot */
             }
             tail_leaves(t, nullptr);
             if constexpr (Cancel)
@@ -161,28 +160,21 @@ public:
 
     /* Pre: t inside. Post: t at deadline, last of its ties: a run of one
        moved later is left stale (top comment), one moved earlier settles
-       with a new seq, which makes it the newest of deadline, so the table
-       records it there (without reading the slot); any other relinks. */
+       (move_earlier), any other relinks. The stale case, a server's idle
+       timeout, writes only t and the table. */
     TL_HEAP_INLINE void reschedule(tl_timer *t, uint64_t deadline) noexcept {
         size_t idx = position_of(t);
         if (idx && (!next_of(t) || stale(t))) [[likely]] {
-            const size_t from = slot(t->deadline);
-            if (tails_[from] == t) tails_[from] = nullptr;
-            if (deadline >= t->deadline) {
-                forget(deadline);
-                stale_ += !stale(t);
-                t->deadline = deadline;
-                t->link[kNextWord] = uintptr_t(seq_++) << 1 | kStale;
+            if (deadline < t->deadline) [[unlikely]] {
+                move_earlier(t, deadline, idx);
                 return;
             }
-            stale_ -= stale(t);
-            set_next(t, nullptr);
-            const size_t to = slot(deadline);
+            const size_t from = slot(t->deadline);
+            if (tails_[from] == t) tails_[from] = nullptr;
+            forget(deadline);
+            stale_ += !stale(t);
             t->deadline = deadline;
-            seq_of(t) = seq_++;
-            deadlines_[to] = deadline;
-            tails_[to] = t;
-            h0_.settle(idx, Entry{deadline, t});
+            t->link[kNextWord] = uintptr_t(seq_++) << 1 | kStale;
             return;
         }
         relink(t, deadline);
@@ -240,6 +232,22 @@ private:
         position_of(next) = idx;
         h0_.at(idx).timer = with_more(next);
         --extra_;
+    }
+
+    /* reschedule of a run of one at idx to an earlier deadline, out of line
+       (the stale case above then saves no register): the run moves, with a
+       new seq, which makes it the newest of deadline, so the table records
+       it there (without reading the slot). */
+    [[gnu::noinline]] void move_earlier(tl_timer *t, uint64_t deadline, size_t idx) noexcept {
+        const size_t from = slot(t->deadline), to = slot(deadline);
+        if (tails_[from] == t) tails_[from] = nullptr;
+        stale_ -= stale(t);
+        set_next(t, nullptr);
+        t->deadline = deadline;
+        seq_of(t) = seq_++;
+        deadlines_[to] = deadline;
+        tails_[to] = t;
+        h0_.settle(idx, Entry{deadline, t});
     }
 
     /* reschedule's other cases, out of line: t leaves its run (or its run's
