@@ -245,14 +245,14 @@ uint64_t timers_dispatch(tl_loop *loop) noexcept {
             timers_rebase(loop, c, d.now);
         d.dispatched = d.now;
         d.dispatch_now = d.now;
-        q.start_slow |= 1u << (kSlowDispatchShift + c);
+        q.dispatching |= 1u << c;
     }
     ++q.dispatches;
     uint64_t fired = 0;
     for (unsigned c = 0; c < kClocks; ++c)
         if (dispatching(q, c) && fired < cap)
             fired += dispatch_domain(loop, q.domain[c], cap - fired);
-    q.start_slow &= ~kSlowDispatch;
+    q.dispatching = 0;
 
     /* The deferred timers, in start order: each is the newest insertion. Their
        room was reserved when they were parked (place). Without reserve,
