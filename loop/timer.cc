@@ -32,11 +32,10 @@
  * pops it, it goes to the deferred list rather than the ready list, and
  * stays there, out of every instance, until the next dispatch of its
  * domain runs it first (it is due, and was next in the backend's order
- * when popped). A fresh timer the dispatch did not pop (it was started by
- * a callback of its last chunk, or a cap stopped it) keeps its mark, with
- * the low bits of its dispatch's count: a later dispatch pops it as any
- * due timer (one four dispatches later would defer it once more: an
- * iteration late, never lost).
+ * when popped). The dispatch pops the fresh timers it did not pop (started
+ * by a callback of its last chunk, or left by a cap) before it ends, so no
+ * timer stays fresh after its dispatch: no epoch is needed to tell a fresh
+ * timer of an earlier dispatch from one of this.
  *
  * The queue calls the backend through its vtable only: it knows no backend
  * but by its caps. A restart (a heartbeat per packet: the hottest call) is
@@ -86,8 +85,10 @@ inline void unlink_timer(tl_loop *loop, tl_timer *t, uint32_t f) noexcept {
    reads a state bit), so that nothing is left after the backend's call. */
 [[gnu::always_inline]] inline void disarm(tl_loop *loop, tl_timer *t) noexcept {
     const uint32_t f = t->flags;
-    t->flags = f & ~(TIMER_STATE | TIMER_FRESH_BITS);
+    t->flags = f & ~(TIMER_STATE | TIMER_FRESH);
     handle_deactivated(loop, f & TIMER_UNREF);
+    if (f & TIMER_FRESH) [[unlikely]]
+        --loop->timers.domain[(f & TIMER_CLOCK_MASK) >> TIMER_CLOCK_SHIFT].fresh;
     unlink_timer(loop, t, f);
 }
 
@@ -157,13 +158,15 @@ template <class Where>
     void *self = q.domain[to.c].instance;
     uint32_t f = t->flags;
     const uint32_t keep =
-        ~(TIMER_QUEUED | TIMER_DEFERRED | TIMER_FRESH_BITS | TIMER_CLOCK_MASK | TIMER_PERIODIC);
+        ~(TIMER_QUEUED | TIMER_DEFERRED | TIMER_FRESH | TIMER_CLOCK_MASK | TIMER_PERIODIC);
     t->deadline = deadline;
     if (f & (TIMER_QUEUED | TIMER_DEFERRED))
         (f & TIMER_QUEUED ? q.ready : q.deferred).unlink(t);
-    else if (f & TIMER_ACTIVE)
-        b->remove(q.domain[(f & TIMER_CLOCK_MASK) >> TIMER_CLOCK_SHIFT].instance, t);
-    else if (over_max_timers(loop))
+    else if (f & TIMER_ACTIVE) {
+        TimerDomain &from = q.domain[(f & TIMER_CLOCK_MASK) >> TIMER_CLOCK_SHIFT];
+        b->remove(from.instance, t);
+        from.fresh -= (f & TIMER_FRESH) != 0;
+    } else if (over_max_timers(loop))
         return -ENOSPC;
     t->flags = (f & keep) | to.kind;
     if (!(f & TIMER_ACTIVE) || (f & TIMER_CLOCK_MASK) != (to.kind & TIMER_CLOCK_MASK))
@@ -176,7 +179,8 @@ template <class Where>
         q.deferred.append(t);
         t->flags |= TIMER_DEFERRED;
     } else if (r == 0 && (r = b->insert(self, t)) == 0 && defer) {
-        t->flags |= TIMER_FRESH | (q.dispatches << TIMER_FRESH_EPOCH_SHIFT & TIMER_FRESH_EPOCH);
+        t->flags |= TIMER_FRESH;
+        ++q.domain[to.c].fresh;
     }
     if (r < 0) [[unlikely]] {
         if (f & TIMER_ACTIVE) deactivate(loop, t);
@@ -199,7 +203,7 @@ template <class Where>
 [[gnu::always_inline]] inline int start(tl_loop *loop, tl_timer *t, uint64_t deadline,
                                         uint64_t repeat, Where to) noexcept {
     TimerQueue &q = loop->timers;
-    constexpr uint32_t kPlace = TIMER_STATE | TIMER_FRESH_BITS | TIMER_CLOCK_MASK | TIMER_PERIODIC;
+    constexpr uint32_t kPlace = TIMER_STATE | TIMER_FRESH | TIMER_CLOCK_MASK | TIMER_PERIODIC;
     if ((t->flags & kPlace) == (TIMER_ACTIVE | to.kind) && !must_defer(q, to.c, deadline) &&
         q.backend->reschedule) [[likely]] {
         t->repeat = repeat;

@@ -59,6 +59,9 @@ struct TimerDomain {
     int fd;
     uint64_t armed;
     tl_io watcher;
+    /* TIMER_FRESH timers inside the instance (a backend without reserve):
+       the dispatch pops them out before it ends (timer_dispatch.cc). */
+    uint32_t fresh;
 };
 
 struct TimerQueue {
@@ -75,12 +78,9 @@ struct TimerQueue {
        later chunk of the same dispatch cannot pop them; inserted when the
        dispatch ends (flag TIMER_DEFERRED). With a backend without reserve,
        such a timer is inserted at its start instead (TIMER_FRESH), and
-       comes here only if the dispatch pops it; it stays until the next
-       dispatch of its domain runs it first. */
+       comes here when popped, by the dispatch or at its end; it stays until
+       the next dispatch of its domain runs it first. */
     TimerList deferred;
-    /* Counts dispatches; its low bits mark a TIMER_FRESH timer with the
-       dispatch it was started in. */
-    uint32_t dispatches;
     /* Popped by this iteration's dispatch, callbacks not run yet, in pop
        order (flag TIMER_QUEUED; same links as the deferred list). Empty
        outside timers_dispatch. */

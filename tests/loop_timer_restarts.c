@@ -137,3 +137,97 @@ BACKEND_TEST(restarts, later_restarts_leave_no_wakeup_at_the_old_deadlines) {
                  (unsigned long long)(after.iterations - before.iterations));
     free_loop(loop);
 }
+
+/* ------------------------------------------------------------------------ */
+/* A due start by a callback, under a cap: once, in a later iteration      */
+/* ------------------------------------------------------------------------ */
+
+#define CAPPED 3
+
+struct capped {
+    tl_timer due[CAPPED], started;
+    int order[CAPPED + 1];
+    int n, started_in;
+    int iteration;
+};
+
+static void capped_cb(tl_loop *loop, tl_timer *t) {
+    struct capped *c = t->data;
+    cr_assert_lt(c->n, CAPPED + 1, "a timer ran twice");
+    c->order[c->n++] = t == &c->started ? CAPPED : (int)(t - c->due);
+    if (t == &c->started) {
+        cr_assert_gt(c->iteration, c->started_in, "started by a callback, it ran in its iteration");
+        return;
+    }
+    if (c->n == 1) {
+        c->started_in = c->iteration;
+        cr_assert_eq(tl_timer_start(loop, &c->started, 0, 0), 0);
+    }
+}
+
+/* Three due timers, one callback per iteration; the first starts a fourth,
+ * due at once. Each runs once, the three first in start order, the fourth
+ * last and never in the iteration that started it: whether the backend
+ * parks it (reserve) or holds it, fresh, while a cap leaves due timers
+ * before it (without reserve: the dispatch pops them out at its end). */
+BACKEND_TEST(restarts, due_start_under_a_cap_runs_once_after_the_timers_due_before) {
+    tl_loop_options opts;
+    tl_loop_options_init(&opts);
+    opts.timers = p->name;
+    opts.max_timers_per_iteration = 1;
+    tl_loop *loop = new_loop_opts(&opts);
+    struct capped c = {0};
+    tl_timer_init(&c.started, capped_cb, &c);
+    for (int i = 0; i < CAPPED; ++i) {
+        tl_timer_init(&c.due[i], capped_cb, &c);
+        cr_assert_eq(tl_timer_start_at(loop, &c.due[i], TL_CLOCK_MONOTONIC,
+                                       tl_loop_now(loop, TL_CLOCK_MONOTONIC) - SEC, 0),
+                     0);
+    }
+    for (c.iteration = 1; c.iteration <= 2 * (CAPPED + 1) && c.n < CAPPED + 1; ++c.iteration) {
+        int before = c.n;
+        nowait(loop);
+        cr_assert_leq(c.n - before, 1, "%s: %d callbacks in one iteration", p->name, c.n - before);
+    }
+    cr_assert_eq(c.n, CAPPED + 1, "%s: %d of %d ran", p->name, c.n, CAPPED + 1);
+    for (int i = 0; i <= CAPPED; ++i)
+        cr_assert_eq(c.order[i], i, "%s: callback %d was timer %d", p->name, i, c.order[i]);
+    cr_assert_eq(tl_loop_timeout(loop), UINT64_MAX, "%s: a timer is left", p->name);
+    free_loop(loop);
+}
+
+struct next_iteration {
+    tl_timer first, second;
+    int iteration, ran_first, ran_second;
+};
+
+static void next_second(tl_loop *loop, tl_timer *t) {
+    (void)loop;
+    struct next_iteration *s = t->data;
+    cr_assert_eq(s->ran_second, 0, "ran twice");
+    s->ran_second = s->iteration;
+}
+
+static void next_first(tl_loop *loop, tl_timer *t) {
+    struct next_iteration *s = t->data;
+    s->ran_first = s->iteration;
+    cr_assert_eq(tl_timer_start(loop, &s->second, 0, 0), 0);
+}
+
+/* A timer started due by the only callback of a dispatch (its last chunk)
+ * runs in the next iteration, not the one after: on a backend without
+ * reserve it is inside, fresh, and the dispatch takes it out before it
+ * ends, so that the next one runs it as any due timer. */
+BACKEND_TEST(restarts, due_start_by_the_last_callback_runs_in_the_next_iteration) {
+    tl_loop *loop = new_loop_with(p->name);
+    struct next_iteration s = {0};
+    tl_timer_init(&s.first, next_first, &s);
+    tl_timer_init(&s.second, next_second, &s);
+    cr_assert_eq(tl_timer_start_at(loop, &s.first, TL_CLOCK_MONOTONIC,
+                                   tl_loop_now(loop, TL_CLOCK_MONOTONIC) - SEC, 0),
+                 0);
+    for (s.iteration = 1; s.iteration <= 3; ++s.iteration) nowait(loop);
+    cr_assert_eq(s.ran_first, 1, "%s", p->name);
+    cr_assert_eq(s.ran_second, 2, "%s: ran in iteration %d", p->name, s.ran_second);
+    free_loop(loop);
+}
