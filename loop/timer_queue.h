@@ -60,7 +60,7 @@ struct TimerDomain {
     uint64_t armed;
     tl_io watcher;
     /* TIMER_FRESH timers inside the instance (a backend without reserve):
-       the dispatch pops them out before it ends (timer_dispatch.cc). */
+       the dispatch pops them out before it ends (timer/dispatch.cc). */
     uint32_t fresh;
 };
 
@@ -99,7 +99,7 @@ inline bool dispatching(const TimerQueue &q, unsigned c) noexcept {
     return q.dispatching >> c & 1;
 }
 
-/* The queue's offer to the rest of the loop (timer.cc, timer_dispatch.cc).
+/* The queue's offer to the rest of the loop (timer/timer.cc, timer/dispatch.cc).
  * The tl_timer_* API (timer.cc) starts and stops timers through it. */
 
 /* Sets up the queue with every domain's instance absent but the wait's,

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The timer queue (timer_queue.h) and the tl_timer_* API on it: starting
- * and stopping timers in their clock's domain; timer_dispatch.cc runs the
+ * and stopping timers in their clock's domain; dispatch.cc runs the
  * due ones, computes the next wake-up and rebases a clock that went back.
  *
  * A timer is active (TIMER_ACTIVE) while it is inside its domain's backend
@@ -17,10 +17,10 @@
  *
  * Every start is start() -> the backend's reschedule (the heartbeat's
  * restart in place), or start() -> place() -> the backend; a stop is
- * disarm(), which the dispatch's helpers (timer_state.h) complete. place()
+ * disarm(), which the dispatch's helpers (state.h) complete. place()
  * names each rule it serves.
  *
- * A start during a dispatch (timer_dispatch.cc says why) with a deadline
+ * A start during a dispatch (dispatch.cc says why) with a deadline
  * the dispatch could still pop is parked in the deferred list and inserted
  * at the dispatch's end, after its start returned 0. So that this insert
  * cannot fail, the room for it is reserved when it is parked (the
@@ -44,11 +44,10 @@
 #include <cerrno>
 #include <cstdio>
 
-#include "clock.h"
-#include "lifecycle.h"
-#include "timer_state.h"
+#include "loop/clock.h"
+#include "loop/timer/state.h"
+#include "loop/verify.h"
 #include "timers/timers.h"
-#include "verify.h"
 
 using namespace tl::detail;
 
@@ -146,7 +145,7 @@ template <class Where>
      deferred list (a timer restarted during a dispatch does not run again
      in it), its room reserved first so that no timer is lost after its
      start returned 0; a backend without reserve gets t now instead (its
-     insert's error is the start's), marked fresh (timer_dispatch.cc defers
+     insert's error is the start's), marked fresh (dispatch.cc defers
      it if this dispatch pops it);
    - any other insert keeps the room of the parked timers.
    0, or -ENOSPC or the backend's error: t is then inactive. */

@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Internal to timer.cc (starting and stopping) and timer_dispatch.cc (the
+ * Internal to timer.cc (starting and stopping) and dispatch.cc (the
  * dispatch and the wake-up): the helpers both change a timer's state with.
  */
 #ifndef TICKLOOP_LOOP_TIMER_STATE_H
 #define TICKLOOP_LOOP_TIMER_STATE_H
 
-#include "handle_flags.h"
-#include "loop.h"
-#include "timer_queue.h"
+#include "loop/handle_flags.h"
+#include "loop/state.h"
+#include "loop/timer_queue.h"
 
 namespace tl::detail {
 
