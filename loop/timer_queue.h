@@ -59,8 +59,9 @@ struct TimerDomain {
     int fd;
     uint64_t armed;
     tl_io watcher;
-    /* TIMER_FRESH timers inside the instance (a backend without reserve):
-       the dispatch pops them out before it ends (timer/dispatch.cc). */
+    /* TIMER_FRESH timers the running dispatch inserted and has not popped,
+       at most (a stop does not count down: the stop path stays as short):
+       the dispatch pops that many out before it ends (timer/dispatch.cc). */
     uint32_t fresh;
 };
 

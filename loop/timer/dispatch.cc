@@ -62,7 +62,7 @@ constexpr uint64_t kChunk = 256;
    next dispatch of d (a backend without reserve: TIMER_FRESH, or due with
    fresh timers behind it). */
 void carry(TimerQueue &q, TimerDomain &d, tl_timer *t) noexcept {
-    if (t->flags & TIMER_FRESH) --d.fresh;
+    if ((t->flags & TIMER_FRESH) && d.fresh) --d.fresh;
     t->flags = (t->flags & ~TIMER_FRESH) | TIMER_DEFERRED;
     q.deferred.append(t);
 }
@@ -71,7 +71,8 @@ void carry(TimerQueue &q, TimerDomain &d, tl_timer *t) noexcept {
    (due at its dispatch time) are popped into the deferred list, so that
    none stays fresh after its dispatch; due timers a cap left before them
    come out too, in the backend's order, which is the order they run in
-   first at the next dispatch. A tick-order backend may keep a due timer
+   first at the next dispatch (as do a few more when fresh timers were
+   stopped: d.fresh is a bound). A tick-order backend may keep a due timer
    back: it stays fresh, and is deferred when popped, an iteration late. */
 [[gnu::noinline]] void carry_fresh(TimerQueue &q, TimerDomain &d) noexcept {
     while (d.fresh) {
@@ -79,6 +80,7 @@ void carry(TimerQueue &q, TimerDomain &d, tl_timer *t) noexcept {
         if (!t) break;
         carry(q, d, t);
     }
+    d.fresh = 0;
 }
 
 /* The deferred list holds, between dispatches, only timers a dispatch

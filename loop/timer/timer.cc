@@ -86,8 +86,6 @@ inline void unlink_timer(tl_loop *loop, tl_timer *t, uint32_t f) noexcept {
     const uint32_t f = t->flags;
     t->flags = f & ~(TIMER_STATE | TIMER_FRESH);
     handle_deactivated(loop, f & TIMER_UNREF);
-    if (f & TIMER_FRESH) [[unlikely]]
-        --loop->timers.domain[(f & TIMER_CLOCK_MASK) >> TIMER_CLOCK_SHIFT].fresh;
     unlink_timer(loop, t, f);
 }
 
@@ -161,11 +159,9 @@ template <class Where>
     t->deadline = deadline;
     if (f & (TIMER_QUEUED | TIMER_DEFERRED))
         (f & TIMER_QUEUED ? q.ready : q.deferred).unlink(t);
-    else if (f & TIMER_ACTIVE) {
-        TimerDomain &from = q.domain[(f & TIMER_CLOCK_MASK) >> TIMER_CLOCK_SHIFT];
-        b->remove(from.instance, t);
-        from.fresh -= (f & TIMER_FRESH) != 0;
-    } else if (over_max_timers(loop))
+    else if (f & TIMER_ACTIVE)
+        b->remove(q.domain[(f & TIMER_CLOCK_MASK) >> TIMER_CLOCK_SHIFT].instance, t);
+    else if (over_max_timers(loop))
         return -ENOSPC;
     t->flags = (f & keep) | to.kind;
     if (!(f & TIMER_ACTIVE) || (f & TIMER_CLOCK_MASK) != (to.kind & TIMER_CLOCK_MASK))
