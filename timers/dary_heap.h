@@ -38,7 +38,7 @@
 namespace tl::detail {
 
 template <unsigned D, size_t Root>
-class DaryHeap : public MallocNew {
+class DaryHeap {
     using Runs = RunHeap<D, Root>;
     using Windows = WindowHeaps<D, Root>;
 

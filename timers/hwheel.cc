@@ -96,7 +96,6 @@
 #include "backend_glue.h"
 #include "hwheel_levels.h"
 #include "node.h"
-#include "timers.h"
 #include "wheel_core.h"
 
 namespace tl::detail {
@@ -107,7 +106,7 @@ namespace {
 static_assert(3 * sizeof(uintptr_t) <= timer_link_bytes, "hwheel node fits in tl_timer.link");
 
 /* The wheel: filing relative to cur, the lazy reschedule, cascades and pops. */
-class HWheel : public MallocNew {
+class HWheel {
     Levels levels_;
     StartLog log_;
     TickClock clock_;
@@ -256,8 +255,7 @@ public:
             } else if (e >= slot_start) {
                 /* It may have held the slot's minimum: next_expiry walks
                    the slot before the loop waits on it. */
-                if (deadline > t->deadline && t->deadline <= levels_.at(level).min(slot))
-                    levels_.mark_stale(level, slot);
+                if (t->deadline <= levels_.at(level).min(slot)) levels_.mark_stale(level, slot);
                 t->deadline = deadline;
                 log_.filed_at(deadline);
                 levels_.at(level).lower_min(slot, clock_.due(e));

@@ -62,7 +62,6 @@
 
 #include "backend_glue.h"
 #include "node.h"
-#include "timers.h"
 #include "wheel_core.h"
 #include "wheel_slots.h"
 
@@ -82,7 +81,7 @@ static_assert(kMaxSlots < SlotPosition::kDueSlot, "slot numbers stay below kDueS
 
 /* The wheel: filing, the lazy reschedule and the pops, over its slots and
    window. */
-class Wheel : public MallocNew {
+class Wheel {
     WheelSlots slots_;
     WheelWindow window_;
     StartLog log_;
@@ -381,8 +380,8 @@ const char *Wheel::check_slot(size_t s, size_t &seen) const noexcept {
     if (occupied != (head != nullptr))
         return check_failed("wheel: occupancy bit of slot %zu is %d, slot %s", s, occupied,
                             head ? "non-empty" : "empty");
-    if ((slots_.active(s) || slots_.stale(s)) && !occupied)
-        return check_failed("wheel: empty slot %zu marked active or stale", s);
+    if (slots_.active(s) && !occupied)
+        return check_failed("wheel: empty slot %zu marked active", s);
     if (!head) return nullptr;
     const uint64_t min = slots_.min(s);
     /* A lazy timer's slot must be walked (and it re-filed) by its tick. */

@@ -7,8 +7,9 @@
  *   per slot in 64-bit words, scanned with ctz: the occupied slots (set
  *   exactly for the non-empty ones) and the active ones (kept by the window;
  *   only occupied slots are active), and a third of stale slots, whose
- *   minimum a later restart may have left low (only occupied ones: a walk
- *   makes the minimum exact and clears the mark). The arrays are the wheel's only
+ *   minimum a later restart may have left low (a walk makes the minimum
+ *   exact and clears the mark; a slot that empties keeps it, so that a
+ *   cancel pays nothing, and its next walk clears it). The arrays are the wheel's only
  *   allocation, made once.
  * - WheelWindow: the revolution [start, start + N) of ticks, starting at the
  *   first tick at which anything may be due, for which the active bitmap is
@@ -122,7 +123,6 @@ private:
     void emptied(size_t s) noexcept {
         bit_clear(occupied_, s);
         bit_clear(active_, s);
-        bit_clear(stale_, s);
     }
 };
 
