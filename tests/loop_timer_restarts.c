@@ -231,3 +231,45 @@ BACKEND_TEST(restarts, due_start_by_the_last_callback_runs_in_the_next_iteration
     cr_assert_eq(s.ran_second, 2, "%s: ran in iteration %d", p->name, s.ran_second);
     free_loop(loop);
 }
+
+/* ------------------------------------------------------------------------ */
+/* A restart the loop moves itself (parked during a dispatch)               */
+/* ------------------------------------------------------------------------ */
+
+struct parked {
+    tl_timer due, a, b;
+    int ran_b;
+};
+
+static void parked_b(tl_loop *loop, tl_timer *t) {
+    (void)loop;
+    ((struct parked *)t->data)->ran_b++;
+}
+
+static void parked_due(tl_loop *loop, tl_timer *t) {
+    struct parked *s = t->data;
+    cr_assert_eq(tl_timer_start(loop, &s->b, 0, 0), 0); /* due: parked */
+}
+
+/* a and b share a deadline 10 s away (b is the last of their run); a
+ * callback restarts b as due, which the loop parks: the backend must take b
+ * out from where its old deadline put it (debug builds walk the backend
+ * after that remove), and b runs once, in the next iteration. */
+BACKEND_TEST(restarts, parked_restart_of_a_timer_inside_leaves_the_backend_whole) {
+    tl_loop *loop = new_loop_with(p->name);
+    struct parked s = {0};
+    tl_timer_init(&s.due, parked_due, &s);
+    tl_timer_init(&s.a, parked_b, &s);
+    tl_timer_init(&s.b, parked_b, &s);
+    cr_assert_eq(tl_timer_start(loop, &s.a, 10 * SEC, 0), 0);
+    cr_assert_eq(tl_timer_start(loop, &s.b, 10 * SEC, 0), 0);
+    cr_assert_eq(tl_timer_start_at(loop, &s.due, TL_CLOCK_MONOTONIC,
+                                   tl_loop_now(loop, TL_CLOCK_MONOTONIC) - SEC, 0),
+                 0);
+    nowait(loop);
+    cr_assert_eq(s.ran_b, 0, "%s: b ran in the dispatch that restarted it", p->name);
+    nowait(loop);
+    cr_assert_eq(s.ran_b, 1, "%s: b ran %d times", p->name, s.ran_b);
+    cr_assert_eq(tl_timer_stop(loop, &s.a), 0);
+    free_loop(loop);
+}

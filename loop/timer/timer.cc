@@ -156,7 +156,6 @@ template <class Where>
     uint32_t f = t->flags;
     const uint32_t keep =
         ~(TIMER_QUEUED | TIMER_DEFERRED | TIMER_FRESH | TIMER_CLOCK_MASK | TIMER_PERIODIC);
-    t->deadline = deadline;
     if (f & (TIMER_QUEUED | TIMER_DEFERRED))
         (f & TIMER_QUEUED ? q.ready : q.deferred).unlink(t);
     else if (f & TIMER_ACTIVE)
@@ -164,6 +163,7 @@ template <class Where>
     else if (over_max_timers(loop))
         return -ENOSPC;
     t->flags = (f & keep) | to.kind;
+    t->deadline = deadline; /* after the remove: a backend finds t by it */
     if (!(f & TIMER_ACTIVE) || (f & TIMER_CLOCK_MASK) != (to.kind & TIMER_CLOCK_MASK))
         lend_collect_interval(loop, t);
     const bool defer = must_defer(q, to.c, deadline);
