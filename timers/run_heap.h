@@ -188,6 +188,7 @@ public:
     }
 
     const char *check() const noexcept;
+    const char *check_table(const uint64_t *newest_seq) const noexcept;
     /* For the composition's check: the seq of the run slot s records, and
        its deadline; false if the slot is empty. */
     bool recorded(size_t s, uint64_t &deadline, uint64_t &seq) const noexcept;
@@ -266,6 +267,31 @@ private:
     }
 };
 
+/* check's table part: each slot names the last timer of the newest run of
+   its deadline (newest_seq: that run's seq + 1, over every run). */
+template <unsigned D, size_t Root>
+const char *RunHeap<D, Root>::check_table(const uint64_t *newest_seq) const noexcept {
+    for (size_t s = 0; s < kSlots; ++s) {
+        const tl_timer *tail = tails_[s];
+        const uint64_t deadline = deadlines_[s];
+        if (!tail) continue;
+        if (slot(deadline) != s)
+            return check_failed("heap H0: table slot %zu holds deadline %llu of slot %zu", s,
+                                (unsigned long long)deadline, slot(deadline));
+        const tl_timer *head = head_of(tail);
+        if (!head || next_of(tail) || stale(head) || tail->deadline != deadline)
+            return check_failed("heap H0: table slot %zu: not the last timer of a run of %llu", s,
+                                (unsigned long long)deadline);
+        size_t hi = position_of(head);
+        if (hi < Root || hi >= Root + h0_.size_ || entry_timer(h0_.at(hi)) != head)
+            return check_failed("heap H0: table slot %zu: run not in H0", s);
+        if (seq_of(head) + 1 != newest_seq[s])
+            return check_failed("heap H0: table slot %zu: a newer run of %llu exists", s,
+                                (unsigned long long)deadline);
+    }
+    return nullptr;
+}
+
 template <unsigned D, size_t Root>
 bool RunHeap<D, Root>::recorded(size_t s, uint64_t &deadline, uint64_t &seq) const noexcept {
     const tl_timer *head = tails_[s] ? head_of(tails_[s]) : nullptr;
@@ -318,25 +344,7 @@ const char *RunHeap<D, Root>::check() const noexcept {
     if (members != total)
         return check_failed("heap H0: runs hold %zu timers, %zu runs + %zu others", members,
                             h0_.size_, extra_);
-    for (size_t s = 0; s < kSlots; ++s) {
-        const tl_timer *tail = tails_[s];
-        const uint64_t deadline = deadlines_[s];
-        if (!tail) continue;
-        if (slot(deadline) != s)
-            return check_failed("heap H0: table slot %zu holds deadline %llu of slot %zu", s,
-                                (unsigned long long)deadline, slot(deadline));
-        const tl_timer *head = head_of(tail);
-        if (!head || next_of(tail) || stale(head) || tail->deadline != deadline)
-            return check_failed("heap H0: table slot %zu: not the last timer of a run of %llu", s,
-                                (unsigned long long)deadline);
-        size_t hi = position_of(head);
-        if (hi < Root || hi >= Root + h0_.size_ || entry_timer(h0_.at(hi)) != head)
-            return check_failed("heap H0: table slot %zu: run not in H0", s);
-        if (seq_of(head) + 1 != newest_seq[s])
-            return check_failed("heap H0: table slot %zu: a newer run of %llu exists", s,
-                                (unsigned long long)deadline);
-    }
-    return nullptr;
+    return check_table(newest_seq);
 }
 
 } // namespace tl::detail

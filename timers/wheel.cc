@@ -166,9 +166,7 @@ public:
         return 0;
     }
 
-    /* timer_backend.h's reserve: an insert never fails, so there is always
-       room (and the loop parks a due start until its dispatch ends rather
-       than inserting it at once, as it must for a backend without one). */
+    /* timer_backend.h's reserve: an insert never fails, so there is room. */
     int reserve_more(const tl_timer *, size_t) noexcept { return 0; }
 
     /* Pre: t inside. Post: t not inside. O(1). */
