@@ -123,7 +123,7 @@ void verify_queue(const TimerQueue &q, const char *where) noexcept {
         if (list->head && (list->head->link[1] || list->tail->link[0]))
             fail(where, "timer list not NULL-terminated");
     }
-    const bool dispatch = q.start_slow & kSlowDispatch;
+    const bool dispatch = q.dispatching != 0;
     int by_wait = 0;
     for (unsigned c = 0; c < kClocks; ++c) {
         const TimerDomain &d = q.domain[c];

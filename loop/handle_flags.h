@@ -27,10 +27,9 @@ namespace tl::detail {
  *                            at deadline + k * repeat, not now + repeat
  *   bit 5      TIMER_FRESH   inside its instance, started during a dispatch
  *                            with a deadline it could still pop, on a backend
- *                            without reserve (timer.cc): popped by that
- *                            dispatch, it waits in the deferred list for the
- *                            next one
- *   bits 6-7   TIMER_FRESH_EPOCH that dispatch, the low bits of its count
+ *                            without reserve (timer.cc): popped, it waits in
+ *                            the deferred list for the next dispatch
+ *   bits 6-7   free
  *   bits 8-9   the tl_clock it was started on (TIMER_CLOCK_SHIFT)
  *   bit 10     kLentLeeway (timers/timers.h) the leeway bits hold the loop's collect
  *                            interval (the timer has none of its own); set
@@ -52,9 +51,6 @@ enum : uint32_t {
     TIMER_DEFERRED = 1u << 3,
     TIMER_PERIODIC = 1u << 4,
     TIMER_FRESH = 1u << 5,
-    TIMER_FRESH_EPOCH_SHIFT = 6,
-    TIMER_FRESH_EPOCH = 3u << TIMER_FRESH_EPOCH_SHIFT,
-    TIMER_FRESH_BITS = TIMER_FRESH | TIMER_FRESH_EPOCH,
     TIMER_STATE = TIMER_ACTIVE | TIMER_QUEUED | TIMER_DEFERRED,
     TIMER_CLOCK_SHIFT = 8,
     TIMER_CLOCK_MASK = 3u << TIMER_CLOCK_SHIFT,

@@ -43,7 +43,7 @@ struct TimerDomain {
     void *instance; /* the backend's instance; null until the clock's first
                        timer (the wait's domain: created with the loop)       */
     /* The time the running dispatch runs this domain's timers at, if it runs
-       them (its bit in TimerQueue::start_slow, decided and the clock read
+       them (its bit in TimerQueue::dispatching, decided and the clock read
        before any callback). A timer started on the domain then with a
        deadline at or before dispatch_now is deferred: the dispatch could
        still pop it. */
@@ -59,18 +59,10 @@ struct TimerDomain {
     int fd;
     uint64_t armed;
     tl_io watcher;
-};
-
-/* TimerQueue::start_slow: why a start of an inactive timer must take the
-   general path. It cannot disagree with what it stands for, so no check
-   of its own: timers_open writes the option bits with the options, once,
-   and the dispatch bits are the only record of the domains the running
-   dispatch runs (dispatching()). */
-enum : uint32_t {
-    kSlowMaxTimers = 1u << 0, /* max_timers is set: starts count the active timers */
-    kSlowCollect = 1u << 1,   /* collect_flags is set: starts lend the interval   */
-    kSlowDispatchShift = 2,   /* bit 2 + c: the running dispatch runs domain c    */
-    kSlowDispatch = 7u << kSlowDispatchShift,
+    /* TIMER_FRESH timers the running dispatch inserted and has not popped,
+       at most (a stop does not count down: the stop path stays as short):
+       the dispatch pops that many out before it ends (timer/dispatch.cc). */
+    uint32_t fresh;
 };
 
 struct TimerQueue {
@@ -79,20 +71,17 @@ struct TimerQueue {
     /* The collect interval as leeway bits | kLentLeeway, or 0: what a
        timer without a leeway of its own gets at start. */
     uint32_t collect_flags;
-    /* kSlow* bits, 0 when a start of an inactive timer is the backend's
-       insert: one test for every rarely-set option and a running dispatch. */
-    uint32_t start_slow;
+    /* Bit c: the running dispatch runs domain c (decided, and the clock
+       read, before any callback); 0 between dispatches. */
+    uint32_t dispatching;
     /* Started during a dispatch with a deadline already due on a domain
        being dispatched: parked here, out of the backend's reach, so that a
        later chunk of the same dispatch cannot pop them; inserted when the
        dispatch ends (flag TIMER_DEFERRED). With a backend without reserve,
        such a timer is inserted at its start instead (TIMER_FRESH), and
-       comes here only if the dispatch pops it; it stays until the next
-       dispatch of its domain runs it first. */
+       comes here when popped, by the dispatch or at its end; it stays until
+       the next dispatch of its domain runs it first. */
     TimerList deferred;
-    /* Counts dispatches; its low bits mark a TIMER_FRESH timer with the
-       dispatch it was started in. */
-    uint32_t dispatches;
     /* Popped by this iteration's dispatch, callbacks not run yet, in pop
        order (flag TIMER_QUEUED; same links as the deferred list). Empty
        outside timers_dispatch. */
@@ -108,10 +97,10 @@ struct TimerQueue {
 
 /* The running dispatch runs domain c. */
 inline bool dispatching(const TimerQueue &q, unsigned c) noexcept {
-    return q.start_slow >> (kSlowDispatchShift + c) & 1;
+    return q.dispatching >> c & 1;
 }
 
-/* The queue's offer to the rest of the loop (timer.cc, timer_dispatch.cc).
+/* The queue's offer to the rest of the loop (timer/timer.cc, timer/dispatch.cc).
  * The tl_timer_* API (timer.cc) starts and stops timers through it. */
 
 /* Sets up the queue with every domain's instance absent but the wait's,

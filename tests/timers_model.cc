@@ -43,6 +43,7 @@ struct Run {
     bool leeway = false;
     bool ties = false;        /* deadlines from 64 instants ahead: many ties */
     bool interleaved = false; /* deadlines drawn from 51 instants ahead       */
+    bool later = false;       /* restarts mostly later: the heaps' lazy path  */
 };
 
 /* Live timers, with O(1) random choice and removal. */
@@ -201,6 +202,7 @@ struct Model {
         case 2:
             break; /* same deadline: goes last among its ties */
         }
+        if (run.later && rng.below(4)) deadline = sat_add(old, rng.below(50 * tick));
         if (run.ties && rng.below(2)) deadline = tied_deadline(rng, now, tick, last_tie);
         if (run.interleaved && rng.below(4)) deadline = interleaved_deadline(rng, now, tick);
         if (run.leeway && rng.below(3) == 0) Harness::set_leeway(it, random_leeway(rng, tick));
@@ -296,6 +298,22 @@ BACKEND_TEST(timers, random_ops_with_interleaved_ties_match_model_checked_every_
     };
     for (Run &run : runs) {
         run.interleaved = true;
+        run_model(p->name, run);
+    }
+}
+
+/* Restarts mostly to later deadlines (or the same), as a server's idle
+   timeouts: a heap leaves such a timer where it is, stale, until it reaches
+   the top, and must still pop in (deadline, restart) order. With ties, and
+   with leeway moving timers between a heap's parts. */
+BACKEND_TEST(timers, random_later_restarts_match_model_checked_every_step) {
+    Run runs[] = {
+        {0x1a7e, 0, 1000, 40000, 1},
+        {0x1a7f, kBigStart, 1000, 40000, 1, false, true},
+        {0x1a80, 0, 1000, 40000, 1, true, true},
+    };
+    for (Run &run : runs) {
+        run.later = true;
         run_model(p->name, run);
     }
 }

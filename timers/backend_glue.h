@@ -36,7 +36,8 @@
 #include <cstdlib>
 #include <new>
 
-#include "timers.h"
+#include "builtin.h"
+#include "check.h"
 
 namespace tl::detail {
 

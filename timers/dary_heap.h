@@ -38,7 +38,7 @@
 namespace tl::detail {
 
 template <unsigned D, size_t Root>
-class DaryHeap : public MallocNew {
+class DaryHeap {
     using Runs = RunHeap<D, Root>;
     using Windows = WindowHeaps<D, Root>;
 
@@ -152,8 +152,9 @@ public:
         reschedule_leeway(t, deadline);
     }
 
-    /* The earliest deadline. */
-    uint64_t next_expiry() const noexcept {
+    /* The earliest deadline (a stale root made exact first). */
+    uint64_t next_expiry() noexcept {
+        runs_.refresh();
         uint64_t a = runs_.runs() ? runs_.root().key : UINT64_MAX;
         if (windows_.size() == 0) [[likely]]
             return a;
@@ -163,7 +164,8 @@ public:
 
     /* The earliest run deadline (+ its lent leeway) or the earliest
        deadline + leeway of the window heaps. */
-    uint64_t next_wakeup() const noexcept {
+    uint64_t next_wakeup() noexcept {
+        runs_.refresh();
         uint64_t a = UINT64_MAX;
         if (runs_.runs()) {
             a = runs_.root().key;
@@ -177,6 +179,7 @@ public:
 
     /* Post: the earliest timer if its deadline <= now, removed; else NULL. */
     tl_timer *pop_expired(uint64_t now) noexcept {
+        runs_.refresh();
         if (windows_.size() == 0) [[likely]] {
             if (runs_.runs() == 0 || runs_.root().key > now) return nullptr;
             return runs_.pop();

@@ -20,29 +20,8 @@
  * LVL_SHIFT / LVL_GRAN / LVL_MASK arithmetic. The due list holds timers
  * already found due by a cascade, and any inserted with e < cur.
  *
- * The levels at the default tick (1 ms; wheel_core.h). A timer whose fire
- * tick is d ticks after cur files at the level whose range covers d; a slot
- * of level L spans 64^L ticks, and the timer is cascaded down one level or
- * more when its slot comes due, so it still fires within one tick of its
- * deadline at every level (unlike the kernel's wheel, which fires a level's
- * timers at its granularity, unless their leeway allows it: see below):
- *
- *   level | slot span (ticks) | slot span at 1 ms | deltas it holds, up to
- *   ------+-------------------+-------------------+----------------------
- *       0 |                 1 |              1 ms |               64 ms
- *       1 |                64 |             64 ms |             4.096 s
- *       2 |              4096 |           4.096 s |             4.4 min
- *       3 |            262144 |           4.4 min |              4.66 h
- *       4 |              2^24 |            4.66 h |             12.4 days
- *       5 |              2^30 |         12.4 days |              2.18 y
- *       6 |              2^36 |            2.18 y |               139 y
- *       7 |              2^42 |             139 y |              8919 y
- *       8 |              2^48 |            8919 y |           571 000 y
- *       9 |              2^54 |         571 000 y |            36.5 My
- *      10 |              2^60 |           36.5 My |     2^64 ticks (584 My)
- *
- * So an I/O timeout of seconds files at level 1 or 2 and cascades once or
- * twice; a 30-day one starts at level 5. Level 10 uses 4 of its 6 bits.
+ * The levels' spans at the default tick, and which timeouts file where, are
+ * tabled in hwheel_levels.h.
  *
  * Invariants (checked by hwheel_check()):
  * - Every occupied slot starts at or after cur (strictly after for L > 0), so
@@ -58,7 +37,8 @@
  *   tick instants) in the slot and lies within the slot's ticks, so
  *   max(minimum, first ns of the slot) of the first slot bounds every due
  *   time inside: next_expiry. A cancel leaves it stale but low, which is
- *   safe; the pop it causes refreshes it.
+ *   safe; the pop it causes refreshes it. A restart that may have held it
+ *   marks the slot stale: next_expiry walks (tidy) a stale first slot.
  * - Due-list timers have e <= cur, or a deadline that had passed when a
  *   cascade put them there; the list's minimum is a lower bound of their
  *   deadlines.
@@ -96,18 +76,16 @@
 #include "backend_glue.h"
 #include "hwheel_levels.h"
 #include "node.h"
-#include "timers.h"
 #include "wheel_core.h"
 
 namespace tl::detail {
 namespace {
 
-/* Node: next, prev and the position (node.h's SlotPosition: slot id or
-   kDueSlot, grid, lazy and moved marks, start sequence). */
+/* Node: next, prev and the position (node.h's SlotPosition). */
 static_assert(3 * sizeof(uintptr_t) <= timer_link_bytes, "hwheel node fits in tl_timer.link");
 
 /* The wheel: filing relative to cur, the lazy reschedule, cascades and pops. */
-class HWheel : public MallocNew {
+class HWheel {
     Levels levels_;
     StartLog log_;
     TickClock clock_;
@@ -134,9 +112,15 @@ class HWheel : public MallocNew {
         }
         unsigned level = level_of(cur_, e);
         unsigned slot = slot_in(level, e);
-        levels_.push(level, slot, t, clock_.due(e));
-        order.with(grid).in_slot(slot_id(level, slot)).store(t);
+        place_in(level, slot, t, e, order.with(grid));
         if (level == 0 && order.moved()) levels_.mark_unsorted(slot);
+    }
+
+    /* t, of fire tick e, appended to (level, slot) with position word pos. */
+    void place_in(unsigned level, unsigned slot, tl_timer *t, uint64_t e,
+                  SlotPosition pos) noexcept {
+        levels_.push(level, slot, t, clock_.due(e));
+        pos.in_slot(slot_id(level, slot)).store(t);
     }
 
     /* Pre: t inside. Post: t in no list; bits cleared if its slot emptied.
@@ -159,15 +143,17 @@ class HWheel : public MallocNew {
        time, and only once now reaches that, so that nothing comes out
        before next_expiry); the others re-filed, each at a lower level (or
        where a lazy deadline now says), in slot order, each keeping its start
-       sequence and moved mark. So a timer on a grid of 64^level ticks or
-       more, whose fire tick starts its slot, is never cascaded, and one on a
-       finer grid is not either once its deadline has passed. */
+       sequence and moved mark (a grid timer starting its slot, or past its
+       deadline, is never cascaded). */
     void cascade(unsigned level, unsigned slot, uint64_t slot_start, uint64_t now) noexcept;
 
+    /* Pre: (level, slot) occupied, level > 0. Post: its lazy timers re-filed
+       (relative to cur), the others back in order, exact minimum, no mark. */
+    void tidy(unsigned level, unsigned slot) noexcept;
+
     /* Pre: level-0 slot is the first occupied, its tick slot_start is now's
-       tick + 1, a timer was filed overdue. Post: cur = slot_start; its
-       timers whose deadline is <= now are on the due list, the rest back in
-       the slot, in slot order. */
+       tick + 1, a timer was filed overdue. Post: cur = slot_start; its timers
+       due by now on the due list, the rest back in the slot, in order. */
     void collect_passed(unsigned slot, uint64_t slot_start, uint64_t now) noexcept;
 
     /* The due list's next timer, removed; NULL if it is empty. */
@@ -207,9 +193,7 @@ public:
         return 0;
     }
 
-    /* timer_backend.h's reserve: an insert never fails, so there is always
-       room (and the loop parks a due start until its dispatch ends rather
-       than inserting it at once, as it must for a backend without one). */
+    /* timer_backend.h's reserve: an insert never fails, so there is room. */
     int reserve_more(const tl_timer *, size_t) noexcept { return 0; }
 
     /* Pre: t inside. Post: t not inside. O(1): the slot id is in t. */
@@ -249,6 +233,8 @@ public:
                     return; /* the slot's minimum is this tick's instant */
                 }
             } else if (e >= slot_start) {
+                /* It may have held the minimum: next_expiry walks the slot. */
+                if (t->deadline <= levels_.at(level).min(slot)) levels_.mark_stale(level, slot);
                 t->deadline = deadline;
                 log_.filed_at(deadline);
                 levels_.at(level).lower_min(slot, clock_.due(e));
@@ -274,15 +260,22 @@ public:
     }
 
     /* A lower bound of every due time inside (a fire tick's instant; exact
-       unless a cancel or a lazy reschedule left a slot's minimum low): no
-       timer fires before it, and popping at it returns a timer or moves the
-       stale slot on. */
-    uint64_t next_expiry() const noexcept {
+       unless a cancel left a slot's minimum low; a restart's is walked):
+       no timer fires before it. */
+    uint64_t next_expiry() noexcept {
         uint64_t next = UINT64_MAX;
         bool overdue = false;
         if (levels_.any()) {
             unsigned level = levels_.first_level();
             unsigned slot = levels_.first_slot(level);
+            /* A stale first slot is walked first: no wake-up at a deadline
+               a restart left. */
+            while (levels_.stale(level, slot)) {
+                tidy(level, slot);
+                if (!levels_.any()) return due_.head ? due_.min : UINT64_MAX;
+                level = levels_.first_level();
+                slot = levels_.first_slot(level);
+            }
             uint64_t slot_start = start(level, slot);
             uint64_t lower = clock_.first_ns(slot_start);
             uint64_t min = levels_.at(level).min(slot);
@@ -385,6 +378,21 @@ private:
     }
 }
 
+[[gnu::noinline]] void HWheel::tidy(unsigned level, unsigned slot) noexcept {
+    tl_timer *t = levels_.take(level, slot);
+    const uint64_t end = start(level, slot) + level_span(level);
+    while (t) {
+        tl_timer *n = next_of(t);
+        SlotPosition pos = SlotPosition::of(t);
+        uint64_t f = clock_.fire_tick(t->deadline, pos);
+        if (f >= end) /* lazy: beyond the slot */
+            place(t, f, pos.grid(), pos.order().with_moved());
+        else
+            place_in(level, slot, t, f, pos.order().with(pos.grid()));
+        t = n;
+    }
+}
+
 [[gnu::noinline]] void HWheel::collect_passed(unsigned slot, uint64_t slot_start,
                                               uint64_t now) noexcept {
     tl_timer *t = levels_.take(0, slot);
@@ -411,6 +419,9 @@ const char *HWheel::check() const noexcept {
             if (levels_.at(level).head(slot)) levels |= bit(level);
         }
     }
+    for (unsigned level = 0; level < kLevels; ++level)
+        if (levels_.stale_word(level) & ~levels_.occupied(level))
+            return check_failed("hwheel: empty slots of level %u marked stale", level);
     uint64_t unsorted = levels_.unsorted0() & ~levels_.occupied(0);
     if (unsorted)
         return check_failed("hwheel: empty level-0 slots marked unsorted: %#llx",

@@ -11,8 +11,34 @@
  *   so that a slot id is one scaled index into the slots), the summary word
  *   with bit L set iff level L has an occupied slot, and the unsorted marks
  *   of level 0, the slots that hold a timer placed out of start order since
- *   they were last sorted (only occupied ones). The earliest slot is two ctz
+ *   they were last sorted (only occupied ones), and the stale marks of the
+ *   slots whose minimum a later restart may have left low (only occupied
+ *   ones; a walk makes the minimum exact). The earliest slot is two ctz
  *   away.
+ *
+ * The levels at the default tick (1 ms; wheel_core.h). A timer whose fire
+ * tick is d ticks after cur files at the level whose range covers d; a slot
+ * of level L spans 64^L ticks, and the timer is cascaded down one level or
+ * more when its slot comes due, so it still fires within one tick of its
+ * deadline at every level (unlike the kernel's wheel, which fires a level's
+ * timers at its granularity, unless their leeway allows it: hwheel.cc):
+ *
+ *   level | slot span (ticks) | slot span at 1 ms | deltas it holds, up to
+ *   ------+-------------------+-------------------+----------------------
+ *       0 |                 1 |              1 ms |               64 ms
+ *       1 |                64 |             64 ms |             4.096 s
+ *       2 |              4096 |           4.096 s |             4.4 min
+ *       3 |            262144 |           4.4 min |              4.66 h
+ *       4 |              2^24 |            4.66 h |             12.4 days
+ *       5 |              2^30 |         12.4 days |              2.18 y
+ *       6 |              2^36 |            2.18 y |               139 y
+ *       7 |              2^42 |             139 y |              8919 y
+ *       8 |              2^48 |            8919 y |           571 000 y
+ *       9 |              2^54 |         571 000 y |            36.5 My
+ *      10 |              2^60 |           36.5 My |     2^64 ticks (584 My)
+ *
+ * So an I/O timeout of seconds files at level 1 or 2 and cascades once or
+ * twice; a 30-day one starts at level 5. Level 10 uses 4 of its 6 bits.
  */
 #ifndef TICKLOOP_TIMERS_HWHEEL_LEVELS_H
 #define TICKLOOP_TIMERS_HWHEEL_LEVELS_H
@@ -92,11 +118,13 @@ class Levels {
     uint64_t occupied_[kLevels] = {}; /* per level, bit s: slot s holds a timer */
     uint64_t summary_ = 0;            /* bit L: level L has an occupied slot */
     uint64_t unsorted0_ = 0;          /* bit s: level-0 slot s holds a moved timer, unsorted */
+    uint64_t stale_[kLevels] = {};    /* per level, bit s: slot s's minimum may be low */
 
     void emptied(unsigned level, unsigned slot) noexcept {
         occupied_[level] &= ~bit(slot);
         if (!occupied_[level]) summary_ &= ~bit(level);
         if (level == 0) unsorted0_ &= ~bit(slot);
+        stale_[level] &= ~bit(slot);
     }
 
 public:
@@ -126,6 +154,9 @@ public:
         emptied(level, slot);
         return t;
     }
+    bool stale(unsigned level, unsigned slot) const noexcept { return stale_[level] & bit(slot); }
+    uint64_t stale_word(unsigned level) const noexcept { return stale_[level]; }
+    void mark_stale(unsigned level, unsigned slot) noexcept { stale_[level] |= bit(slot); }
     /* Level-0 slot holds a timer placed out of start order. */
     void mark_unsorted(unsigned slot) noexcept { unsorted0_ |= bit(slot); }
     /* Sorts level-0 slot by fires_before if it is marked unsorted. */

@@ -21,9 +21,15 @@
 #ifndef TICKLOOP_TIMERS_NODE_H
 #define TICKLOOP_TIMERS_NODE_H
 
-#include "timers.h"
+#include "check.h"
+#include "deadline.h"
+#include "leeway.h"
 
 namespace tl::detail {
+
+/* The room each backend's per-timer node has inside tl_timer::link; the
+ * backends static_assert against it. */
+inline constexpr size_t timer_link_bytes = sizeof(((tl_timer *)nullptr)->link);
 
 inline tl_timer *next_of(const tl_timer *t) noexcept {
     return reinterpret_cast<tl_timer *>(t->link[0]);

@@ -13,7 +13,8 @@
 #include <cstring>
 #include <pthread.h>
 
-#include "timers.h"
+#include "builtin.h"
+#include "check.h"
 #include "wheel_core.h"
 
 namespace tl::detail {

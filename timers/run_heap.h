@@ -30,6 +30,21 @@
  *   there. A slot is emptied when its run empties or moves away, and, by the
  *   composition (forget), when a window-heap timer of its deadline takes a
  *   seq.
+ * - Lazy later restarts (Go's timerModifiedLater, libev's advice for idle
+ *   timeouts): a run of one restarted to a deadline at or after its own
+ *   keeps its entry, and only its timer changes: the new deadline, and the
+ *   restart's seq in the next word as (seq << 1) | kStale (a run of one has
+ *   no next; a timer's address is even). Such a run is stale: its entry's
+ *   (key, seq) is a lower bound of its (deadline, restart seq), so the heap
+ *   stays a heap of entries and the least entry, once exact, is the least
+ *   timer. refresh() makes the root exact before anything reads it (pop,
+ *   next_expiry, next_wakeup: no wake-up at a stale key), moving it down
+ *   with its true key and seq. A stale run is alone: the table never
+ *   records it (a restart clears its old deadline's slot), so no start
+ *   joins it; and it is the newest of its deadline when restarted, so the
+ *   restart forgets that deadline's slot, as a window timer does. stale_
+ *   counts stale runs: 0 spares pop and cancel every extra read. An earlier
+ *   restart, and every restart of a timer not alone, moves it at once.
  */
 #ifndef TICKLOOP_TIMERS_RUN_HEAP_H
 #define TICKLOOP_TIMERS_RUN_HEAP_H
@@ -51,6 +66,10 @@ public:
     static size_t slot(uint64_t deadline) noexcept {
         return size_t((deadline * 0x9e3779b97f4a7c15ull) >> (64 - kSlotBits));
     }
+
+    /* The next word of a stale run's head: (restart seq << 1) | kStale. */
+    static constexpr uintptr_t kStale = 1;
+    static bool stale(const tl_timer *t) noexcept { return t->link[kNextWord] & kStale; }
 
     size_t runs() const noexcept { return h0_.size_; }
     size_t count() const noexcept { return h0_.size_ + extra_; }
@@ -94,8 +113,11 @@ public:
         size_t idx = position_of(t);
         if (idx) {
             if (next) {
-                pass_head(t, next, idx);
-                return;
+                if (!stale(t)) [[likely]] {
+                    pass_head(t, next, idx);
+                    return;
+                }
+                --stale_; /* a stale run: alone, and in no table slot */
             }
             tail_leaves(t, nullptr);
             if constexpr (Cancel)
@@ -113,7 +135,14 @@ public:
             tail_leaves(t, prev);
     }
 
-    /* Pre: H0 not empty. Post: the earliest timer, removed. */
+    /* Post: the root's entry is exact (no stale run there), so root() is
+       the earliest run. Pop, next_expiry and next_wakeup call it first. */
+    TL_HEAP_INLINE void refresh() noexcept {
+        if (stale_) [[unlikely]]
+            refresh_root();
+    }
+
+    /* Pre: H0 not empty, refresh() done. Post: the earliest timer, removed. */
     tl_timer *pop() noexcept {
         const Entry &root = h0_.root();
         tl_timer *t = entry_timer(root);
@@ -129,20 +158,23 @@ public:
         return t;
     }
 
-    /* Pre: t inside. Post: t at deadline, last of its ties. */
+    /* Pre: t inside. Post: t at deadline, last of its ties: a run of one
+       moved later is left stale (top comment), one moved earlier settles
+       (move_earlier), any other relinks. The stale case, a server's idle
+       timeout, writes only t and the table. */
     TL_HEAP_INLINE void reschedule(tl_timer *t, uint64_t deadline) noexcept {
         size_t idx = position_of(t);
-        /* Alone in its run (every timer, when deadlines are distinct): the
-           run moves, with a new seq, which makes it the newest of deadline,
-           so the table records it there (without reading the slot). */
-        if (idx && !next_of(t)) [[likely]] {
-            const size_t from = slot(t->deadline), to = slot(deadline);
+        if (idx && (!next_of(t) || stale(t))) [[likely]] {
+            if (deadline < t->deadline) [[unlikely]] {
+                move_earlier(t, deadline, idx);
+                return;
+            }
+            const size_t from = slot(t->deadline);
             if (tails_[from] == t) tails_[from] = nullptr;
+            forget(deadline);
+            stale_ += !stale(t);
             t->deadline = deadline;
-            seq_of(t) = seq_++;
-            deadlines_[to] = deadline;
-            tails_[to] = t;
-            h0_.settle(idx, Entry{deadline, t});
+            t->link[kNextWord] = uintptr_t(seq_++) << 1 | kStale;
             return;
         }
         relink(t, deadline);
@@ -156,6 +188,7 @@ public:
     }
 
     const char *check() const noexcept;
+    const char *check_table(const uint64_t *newest_seq) const noexcept;
     /* For the composition's check: the seq of the run slot s records, and
        its deadline; false if the slot is empty. */
     bool recorded(size_t s, uint64_t &deadline, uint64_t &seq) const noexcept;
@@ -163,6 +196,7 @@ public:
 private:
     Array h0_;         /* one entry per run, by (deadline, seq)  */
     size_t extra_ = 0; /* timers that are not a run's head       */
+    size_t stale_ = 0; /* stale runs (top comment)               */
     uint64_t seq_ = 0; /* the next seq                           */
     /* The table, as two arrays so that a slot is one scaled index. */
     uint64_t deadlines_[kSlots]{};
@@ -170,6 +204,20 @@ private:
 
     static tl_timer *with_more(tl_timer *t) noexcept {
         return reinterpret_cast<tl_timer *>(reinterpret_cast<uintptr_t>(t) | kEntryMore);
+    }
+
+    /* refresh's loop, out of line: while the root is stale, its entry
+       takes its run's deadline and restart seq and moves down. */
+    [[gnu::noinline]] void refresh_root() noexcept {
+        while (stale_ && h0_.size_) {
+            tl_timer *t = entry_timer(h0_.root());
+            const uintptr_t word = t->link[kNextWord];
+            if (!(word & kStale)) return;
+            set_next(t, nullptr);
+            seq_of(t) = word >> 1;
+            --stale_;
+            h0_.sift_down(Root, Entry{t->deadline, t});
+        }
     }
 
     /* t, its run's last timer, leaves; prev (NULL: none) is the new last. */
@@ -185,6 +233,22 @@ private:
         position_of(next) = idx;
         h0_.at(idx).timer = with_more(next);
         --extra_;
+    }
+
+    /* reschedule of a run of one at idx to an earlier deadline, out of line
+       (the stale case above then saves no register): the run moves, with a
+       new seq, which makes it the newest of deadline, so the table records
+       it there (without reading the slot). */
+    [[gnu::noinline]] void move_earlier(tl_timer *t, uint64_t deadline, size_t idx) noexcept {
+        const size_t from = slot(t->deadline), to = slot(deadline);
+        if (tails_[from] == t) tails_[from] = nullptr;
+        stale_ -= stale(t);
+        set_next(t, nullptr);
+        t->deadline = deadline;
+        seq_of(t) = seq_++;
+        deadlines_[to] = deadline;
+        tails_[to] = t;
+        h0_.settle(idx, Entry{deadline, t});
     }
 
     /* reschedule's other cases, out of line: t leaves its run (or its run's
@@ -203,6 +267,31 @@ private:
     }
 };
 
+/* check's table part: each slot names the last timer of the newest run of
+   its deadline (newest_seq: that run's seq + 1, over every run). */
+template <unsigned D, size_t Root>
+const char *RunHeap<D, Root>::check_table(const uint64_t *newest_seq) const noexcept {
+    for (size_t s = 0; s < kSlots; ++s) {
+        const tl_timer *tail = tails_[s];
+        const uint64_t deadline = deadlines_[s];
+        if (!tail) continue;
+        if (slot(deadline) != s)
+            return check_failed("heap H0: table slot %zu holds deadline %llu of slot %zu", s,
+                                (unsigned long long)deadline, slot(deadline));
+        const tl_timer *head = head_of(tail);
+        if (!head || next_of(tail) || stale(head) || tail->deadline != deadline)
+            return check_failed("heap H0: table slot %zu: not the last timer of a run of %llu", s,
+                                (unsigned long long)deadline);
+        size_t hi = position_of(head);
+        if (hi < Root || hi >= Root + h0_.size_ || entry_timer(h0_.at(hi)) != head)
+            return check_failed("heap H0: table slot %zu: run not in H0", s);
+        if (seq_of(head) + 1 != newest_seq[s])
+            return check_failed("heap H0: table slot %zu: a newer run of %llu exists", s,
+                                (unsigned long long)deadline);
+    }
+    return nullptr;
+}
+
 template <unsigned D, size_t Root>
 bool RunHeap<D, Root>::recorded(size_t s, uint64_t &deadline, uint64_t &seq) const noexcept {
     const tl_timer *head = tails_[s] ? head_of(tails_[s]) : nullptr;
@@ -216,53 +305,46 @@ template <unsigned D, size_t Root>
 const char *RunHeap<D, Root>::check() const noexcept {
     if (const char *m = h0_.check("H0")) return m;
     const size_t total = count();
-    size_t members = 0;
+    size_t members = 0, stale_runs = 0;
     uint64_t newest_seq[kSlots] = {}; /* + 1: the newest run of the slot's deadline */
     for (size_t i = Root; i < Root + h0_.size_; ++i) {
         const Entry &e = h0_.at(i);
         const tl_timer *head = entry_timer(e);
-        const size_t s = slot(e.key);
-        if (deadlines_[s] == e.key && seq_of(head) >= newest_seq[s])
-            newest_seq[s] = seq_of(head) + 1;
-        if (seq_of(head) >= seq_) return check_failed("heap H0: run seq at %zu from the future", i);
+        /* A stale run: one timer, its (deadline, restart seq) after the
+           entry's (key, seq). */
+        const bool lazy = stale(head);
+        const uint64_t seq = lazy ? head->link[kNextWord] >> 1 : seq_of(head);
+        if (lazy) {
+            ++stale_runs;
+            if (head->deadline < e.key || (head->deadline == e.key && seq <= seq_of(head)))
+                return check_failed("heap H0: stale run at %zu orders before its entry", i);
+        }
+        const size_t s = slot(head->deadline);
+        if (deadlines_[s] == head->deadline && seq >= newest_seq[s]) newest_seq[s] = seq + 1;
+        if (seq >= seq_ || seq_of(head) >= seq_)
+            return check_failed("heap H0: run seq at %zu from the future", i);
         size_t length = 0;
         const tl_timer *prev = head;
-        for (const tl_timer *m = head; m; prev = m, m = next_of(m)) {
+        for (const tl_timer *m = head; m; prev = m, m = lazy ? nullptr : next_of(m)) {
             ++length;
             if (++members > total)
                 return check_failed("heap H0: runs hold more than %zu timers (a cycle?)", total);
-            if (m->deadline != e.key)
+            if (m->deadline != (lazy ? head->deadline : e.key))
                 return check_failed("heap H0: run at %zu with key %llu holds deadline %llu", i,
                                     (unsigned long long)e.key, (unsigned long long)m->deadline);
-            if (m != head && (position_of(m) != 0 || prev_of(m) != prev))
+            if (m != head && (position_of(m) != 0 || prev_of(m) != prev || stale(m)))
                 return check_failed("heap H0: member of run %zu: position %zu, prev %s", i,
                                     (size_t)position_of(m), prev_of(m) == prev ? "right" : "wrong");
         }
         if (length > 1 && !(reinterpret_cast<uintptr_t>(e.timer) & kEntryMore))
             return check_failed("heap H0: run at %zu holds %zu timers, entry says one", i, length);
     }
+    if (stale_runs != stale_)
+        return check_failed("heap H0: %zu stale runs, counted %zu", stale_runs, stale_);
     if (members != total)
         return check_failed("heap H0: runs hold %zu timers, %zu runs + %zu others", members,
                             h0_.size_, extra_);
-    for (size_t s = 0; s < kSlots; ++s) {
-        const tl_timer *tail = tails_[s];
-        const uint64_t deadline = deadlines_[s];
-        if (!tail) continue;
-        if (slot(deadline) != s)
-            return check_failed("heap H0: table slot %zu holds deadline %llu of slot %zu", s,
-                                (unsigned long long)deadline, slot(deadline));
-        const tl_timer *head = head_of(tail);
-        if (!head || next_of(tail) || tail->deadline != deadline)
-            return check_failed("heap H0: table slot %zu: not the last timer of a run of %llu", s,
-                                (unsigned long long)deadline);
-        size_t hi = position_of(head);
-        if (hi < Root || hi >= Root + h0_.size_ || entry_timer(h0_.at(hi)) != head)
-            return check_failed("heap H0: table slot %zu: run not in H0", s);
-        if (seq_of(head) + 1 != newest_seq[s])
-            return check_failed("heap H0: table slot %zu: a newer run of %llu exists", s,
-                                (unsigned long long)deadline);
-    }
-    return nullptr;
+    return check_table(newest_seq);
 }
 
 } // namespace tl::detail

@@ -62,7 +62,6 @@
 
 #include "backend_glue.h"
 #include "node.h"
-#include "timers.h"
 #include "wheel_core.h"
 #include "wheel_slots.h"
 
@@ -82,7 +81,7 @@ static_assert(kMaxSlots < SlotPosition::kDueSlot, "slot numbers stay below kDueS
 
 /* The wheel: filing, the lazy reschedule and the pops, over its slots and
    window. */
-class Wheel : public MallocNew {
+class Wheel {
     WheelSlots slots_;
     WheelWindow window_;
     StartLog log_;
@@ -167,9 +166,7 @@ public:
         return 0;
     }
 
-    /* timer_backend.h's reserve: an insert never fails, so there is always
-       room (and the loop parks a due start until its dispatch ends rather
-       than inserting it at once, as it must for a backend without one). */
+    /* timer_backend.h's reserve: an insert never fails, so there is room. */
     int reserve_more(const tl_timer *, size_t) noexcept { return 0; }
 
     /* Pre: t inside. Post: t not inside. O(1). */
@@ -209,11 +206,13 @@ public:
                     move(t, deadline, e, grid);
                     return;
                 }
+                left_later(s, t);
                 t->deadline = deadline;
                 log_.started().with_moved().in_slot(s).with_lazy().with(grid).store(t);
                 return;
             }
             log_.started().with_moved().in_slot(s).with(grid).store(t);
+            if (deadline > t->deadline) left_later(s, t);
             t->deadline = deadline;
             log_.filed_at(deadline);
             slots_.lower_min(s, clock_.due(e));
@@ -234,8 +233,16 @@ public:
             move(t, deadline, e, grid);
             return;
         }
+        left_later(s, t);
         t->deadline = deadline;
         log_.started().with_moved().in_slot(s).with_lazy().with(grid).store(t);
+    }
+
+    /* t, in slot s, is left there with a later deadline: if it may have
+       held the slot's minimum (its deadline is not above it), the slot is
+       marked stale, for next_expiry to walk before the loop waits on it. */
+    void left_later(size_t s, const tl_timer *t) noexcept {
+        if (t->deadline <= slots_.min(s)) slots_.mark_stale(s);
     }
 
     /* reschedule's slow path, out of line so that the in-place paths above
@@ -257,6 +264,15 @@ public:
         if (count_ == 0) return UINT64_MAX;
         uint64_t visit;
         size_t s = window_.find_due(slots_, clock_, cur_, visit);
+        /* A stale first slot is walked first (its lazy timers re-filed, its
+           minimum made exact), so that the loop never wakes at a deadline a
+           restart left. Each walk clears a mark a restart set. */
+        while (s != WheelSlots::kNone && slots_.stale(s)) {
+            collect(s, visit, 0, 0);
+            if (due_.head) return due_.min;
+            if (count_ == 0) return UINT64_MAX;
+            s = window_.find_due(slots_, clock_, cur_, visit);
+        }
         if (s == WheelSlots::kNone) return 0;
         uint64_t lower = clock_.first_ns(visit);
         uint64_t next = slots_.min(s) > lower ? slots_.min(s) : lower;

@@ -90,7 +90,6 @@
 #include <cstdint>
 
 #include "node.h"
-#include "timers.h"
 
 namespace tl::detail {
 

@@ -6,7 +6,10 @@
  *   a lower bound of its due times (its minimum), and two bitmaps of one bit
  *   per slot in 64-bit words, scanned with ctz: the occupied slots (set
  *   exactly for the non-empty ones) and the active ones (kept by the window;
- *   only occupied slots are active). The arrays are the wheel's only
+ *   only occupied slots are active), and a third of stale slots, whose
+ *   minimum a later restart may have left low (a walk makes the minimum
+ *   exact and clears the mark; a slot that empties keeps it, so that a
+ *   cancel pays nothing, and its next walk clears it). The arrays are the wheel's only
  *   allocation, made once.
  * - WheelWindow: the revolution [start, start + N) of ticks, starting at the
  *   first tick at which anything may be due, for which the active bitmap is
@@ -31,6 +34,7 @@ class WheelSlots {
     uint64_t *min_ = nullptr; /* ns; meaningful for occupied slots only */
     uint64_t *occupied_ = nullptr;
     uint64_t *active_ = nullptr; /* slots that may fire within the window */
+    uint64_t *stale_ = nullptr;  /* slots whose minimum may be low      */
     uint64_t mask_;              /* N - 1 */
     size_t words_;               /* bitmap words, max(N / 64, 1): a power of two */
 
@@ -45,13 +49,15 @@ public:
         std::free(min_);
         std::free(occupied_);
         std::free(active_);
+        std::free(stale_);
     }
     bool allocate() noexcept {
         heads_ = static_cast<tl_timer **>(std::calloc(mask_ + 1, sizeof(tl_timer *)));
         min_ = static_cast<uint64_t *>(std::calloc(mask_ + 1, sizeof(uint64_t)));
         occupied_ = static_cast<uint64_t *>(std::calloc(words_, sizeof(uint64_t)));
         active_ = static_cast<uint64_t *>(std::calloc(words_, sizeof(uint64_t)));
-        return heads_ && min_ && occupied_ && active_;
+        stale_ = static_cast<uint64_t *>(std::calloc(words_, sizeof(uint64_t)));
+        return heads_ && min_ && occupied_ && active_ && stale_;
     }
 
     uint64_t mask() const noexcept { return mask_; }
@@ -69,9 +75,11 @@ public:
     void activate(size_t s) noexcept { bit_set(active_, s); }
     void deactivate(size_t s) noexcept { bit_clear(active_, s); }
     void set_active_word(size_t w, uint64_t bits) noexcept { active_[w] = bits; }
+    bool stale(size_t s) const noexcept { return bit_test(stale_, s); }
+    void mark_stale(size_t s) noexcept { bit_set(stale_, s); }
     /* Bits beyond the last slot in a one-word bitmap (the walker's). */
     bool stray_bits() const noexcept {
-        return mask_ + 1 < 64 && (occupied_[0] | active_[0]) >> (mask_ + 1);
+        return mask_ + 1 < 64 && (occupied_[0] | active_[0] | stale_[0]) >> (mask_ + 1);
     }
 
     /* Appends t, due at due, to slot s: its minimum and occupancy follow. */
@@ -103,6 +111,7 @@ public:
             return false;
         }
         min_[s] = min;
+        bit_clear(stale_, s);
         return true;
     }
 

@@ -58,11 +58,29 @@ uint64_t next_period(uint64_t deadline, uint64_t period, uint64_t now) noexcept 
    they are still in L1/L2 when their callbacks run after the collect. */
 constexpr uint64_t kChunk = 256;
 
-/* A TIMER_FRESH t was started during the running dispatch (one that did
-   not pop it keeps the mark, of its own dispatch). */
-bool fresh_now(const TimerQueue &q, const tl_timer *t) noexcept {
-    return (t->flags & TIMER_FRESH_EPOCH) ==
-           (q.dispatches << TIMER_FRESH_EPOCH_SHIFT & TIMER_FRESH_EPOCH);
+/* t, popped from domain d's instance, goes to the deferred list for the
+   next dispatch of d (a backend without reserve: TIMER_FRESH, or due with
+   fresh timers behind it). */
+void carry(TimerQueue &q, TimerDomain &d, tl_timer *t) noexcept {
+    if ((t->flags & TIMER_FRESH) && d.fresh) --d.fresh;
+    t->flags = (t->flags & ~TIMER_FRESH) | TIMER_DEFERRED;
+    q.deferred.append(t);
+}
+
+/* A backend without reserve, at the dispatch's end: the fresh timers of d
+   (due at its dispatch time) are popped into the deferred list, so that
+   none stays fresh after its dispatch; due timers a cap left before them
+   come out too, in the backend's order, which is the order they run in
+   first at the next dispatch (as do a few more when fresh timers were
+   stopped: d.fresh is a bound). A tick-order backend may keep a due timer
+   back: it stays fresh, and is deferred when popped, an iteration late. */
+[[gnu::noinline]] void carry_fresh(TimerQueue &q, TimerDomain &d) noexcept {
+    while (d.fresh) {
+        tl_timer *t = q.backend->pop_expired(d.instance, d.dispatch_now);
+        if (!t) break;
+        carry(q, d, t);
+    }
+    d.fresh = 0;
 }
 
 /* The deferred list holds, between dispatches, only timers a dispatch
@@ -110,9 +128,12 @@ uint64_t dispatch_domain(tl_loop *loop, TimerDomain &d, uint64_t cap) noexcept {
     void *self = d.instance;
     const uint64_t now = d.dispatch_now;
     uint64_t fired = 0, popped = 0;
-    /* Timers a dispatch deferred after popping them (TIMER_FRESH) run
-       first: they are due, and were next in the backend's order. */
-    if (q.deferred.count) [[unlikely]]
+    /* Timers an earlier dispatch deferred after popping them (TIMER_FRESH)
+       run first: they are due, and were next in the backend's order. Only
+       a backend without reserve leaves any; with reserve, the deferred list
+       holds the timers this dispatch's callbacks parked, which wait for the
+       next iteration whatever domain they are on. */
+    if (q.deferred.count && !b->reserve) [[unlikely]]
         release_deferred(loop, d, cap);
     /* The cap counts callbacks (max_timers_per_iteration), not pops: a
        queued timer that a callback stops leaves its turn to the next due one,
@@ -130,13 +151,8 @@ uint64_t dispatch_domain(tl_loop *loop, TimerDomain &d, uint64_t cap) noexcept {
             tl_timer *t = b->pop_expired(self, now);
             if (!t) break;
             if (t->flags & TIMER_FRESH) [[unlikely]] {
-                if (fresh_now(q, t)) {
-                    /* Started during this dispatch: the next one runs it. */
-                    t->flags = (t->flags & ~TIMER_FRESH_BITS) | TIMER_DEFERRED;
-                    q.deferred.append(t);
-                    continue;
-                }
-                t->flags &= ~TIMER_FRESH_BITS; /* an earlier dispatch's: due */
+                carry(q, d, t); /* started during this dispatch: the next runs it */
+                continue;
             }
             TL_DEBUG_CHECK_POPPED(loop, t, now, popped + n == 0);
             q.ready.append(t);
@@ -242,14 +258,16 @@ uint64_t timers_dispatch(tl_loop *loop) noexcept {
             timers_rebase(loop, c, d.now);
         d.dispatched = d.now;
         d.dispatch_now = d.now;
-        q.start_slow |= 1u << (kSlowDispatchShift + c);
+        q.dispatching |= 1u << c;
     }
-    ++q.dispatches;
     uint64_t fired = 0;
     for (unsigned c = 0; c < kClocks; ++c)
         if (dispatching(q, c) && fired < cap)
             fired += dispatch_domain(loop, q.domain[c], cap - fired);
-    q.start_slow &= ~kSlowDispatch;
+    for (unsigned c = 0; c < kClocks; ++c)
+        if (dispatching(q, c) && q.domain[c].fresh) [[unlikely]]
+            carry_fresh(q, q.domain[c]);
+    q.dispatching = 0;
 
     /* The deferred timers, in start order: each is the newest insertion. Their
        room was reserved when they were parked (place). Without reserve,

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Internal to timer.cc (starting and stopping) and timer_dispatch.cc (the
+ * Internal to timer.cc (starting and stopping) and dispatch.cc (the
  * dispatch and the wake-up): the helpers both change a timer's state with.
  */
 #ifndef TICKLOOP_LOOP_TIMER_STATE_H

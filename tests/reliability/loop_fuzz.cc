@@ -520,4 +520,9 @@ FUZZ_REGRESSION(fresh_restarts_keep_start_order)
    although fewer than 16 callbacks ran (fixed in loop/timer.cc). */
 FUZZ_REGRESSION(stopped_queued_timers_leave_their_turn)
 FUZZ_REGRESSION(stopped_queued_timers_leave_their_turn_2)
+/* A timer restarted inside its heap during a dispatch (parked) had its new
+   deadline written before the heap removed it, so the heap looked for it
+   under the new deadline and kept a table slot naming it (fixed in
+   loop/timer/timer.cc). */
+FUZZ_REGRESSION(deferred_restart_leaves_the_heap_table_right)
 #endif
