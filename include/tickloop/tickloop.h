@@ -848,8 +848,8 @@ TL_API int tl_stream_connect(tl_loop *loop, tl_stream *s, const struct sockaddr 
 typedef void (*tl_shutdown_cb)(tl_loop *loop, tl_stream *s, int status);
 
 /* Half-close: once every write queued before it has been handed to the
- * kernel, shutdown(fd, SHUT_WR) (on the io_uring completion path an
- * IORING_OP_SHUTDOWN submitted when the last send completes); then cb with
+ * kernel, shutdown(fd, SHUT_WR) on every path (io_uring would run an
+ * IORING_OP_SHUTDOWN on a worker thread); then cb with
  * the status tl_shutdown_cb describes (a close cancels it: cb runs before
  * the close callback). cb runs from the loop, never inside this call, after
  * the callbacks of the writes queued before it. Reading goes on; the peer
@@ -945,6 +945,7 @@ typedef struct tl_loop_stats {
        older program's struct. A counter added later takes the place of a
        reserved word: add it just above `reserved` and shrink `reserved` by
        one. The library zeroes the reserved words.                             */
+    uint64_t connects; /* connect callbacks run (any status)              */
     uint64_t reserved[41];
 } tl_loop_stats;
 
