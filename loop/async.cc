@@ -2,7 +2,7 @@
 /*
  * Async wakeups: any thread wakes the loop through one eventfd per loop.
  *
- * A send sets the handle's `pending` flag and writes the eventfd only when the
+ * A send sets the handle's send flag (`pending` in the header) and writes the eventfd only when the
  * flag goes from 0 to 1, so a burst of sends costs one syscall and one
  * callback (they coalesce). The loop drains the eventfd *before* clearing the
  * flags: a send that lands between the two is either seen by the clear (its
@@ -10,7 +10,7 @@
  * iteration); none is lost.
  *
  * The loop's asyncs form a list in start order, and dispatch walks it from the
- * head, so pending callbacks run in the order their asyncs were started (a
+ * head, so the callbacks of asyncs sent run in the order their asyncs were started (a
  * "quit" async started after a "work" async runs after it). The walk uses the
  * list's cursor, which tl_async_stop advances, so a callback may stop or free
  * any async, itself included.
@@ -25,12 +25,12 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "async.h"
-#include "handle_flags.h"
-#include "io.h"
-#include "list.h"
-#include "loop.h"
-#include "verify.h"
+#include "loop/async.h"
+#include "loop/handle_flags.h"
+#include "loop/io/io.h"
+#include "loop/list.h"
+#include "loop/state.h"
+#include "loop/verify.h"
 
 using namespace tl::detail;
 
@@ -60,7 +60,7 @@ bool is_active(const tl_loop *loop, const tl_async *a, uint32_t magic) noexcept 
     return a->loop != loop || list_contains(loop->asyncs.head, a);
 }
 
-uint32_t take_pending(tl_async *a) noexcept {
+uint32_t take_sent(tl_async *a) noexcept {
     return __atomic_exchange_n(&a->pending, 0u, __ATOMIC_ACQ_REL);
 }
 
@@ -71,7 +71,7 @@ void on_eventfd(tl_loop *loop, tl_io *, unsigned) {
     OrderedList<tl_async> &list = loop->asyncs;
     for (tl_async *a = list.head; a; a = list.cursor) {
         list.cursor = a->next;
-        if (take_pending(a)) a->cb(loop, a);
+        if (take_sent(a)) a->cb(loop, a);
     }
     list.cursor = nullptr;
 }

@@ -35,11 +35,11 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "io.h"
-#include "loop.h"
-#include "timer_queue.h"
-#include "timerfd.h"
+#include "loop/clock.h"
+#include "loop/io/io.h"
+#include "loop/state.h"
+#include "loop/timer_queue.h"
+#include "loop/timerfd.h"
 
 using namespace tl::detail;
 

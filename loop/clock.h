@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Internal to loop/: the loop's clocks (clock.cc): fresh CLOCK_MONOTONIC
- * reads for the backends (monotonic_ns, remaining_ns), the loop's reads of
+ * Internal to loop/: the loop's clocks (clock.cc): the loop's reads of
  * each clock and its cached time (read_clock, update_time), the timerfds of
  * the clocks other than the wait's, and the test seam that replaces the
  * clocks.
@@ -12,26 +11,10 @@
 #include <cstdint>
 #include <ctime>
 
+#include "loop/state.h"
 #include "tickloop/tickloop.h"
 
-/* The test seam's clock reader (tl_detail_loop_set_clock, below). */
-typedef uint64_t (*tl_detail_clock_fn)(int clock, void *ctx);
-
 namespace tl::detail {
-
-/* A fresh CLOCK_MONOTONIC read, in ns. */
-inline uint64_t monotonic_ns() noexcept {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* For a backend that can only wait for a duration: what remains until
-   deadline_ns (finite, non-zero) from a fresh clock read, 0 if it passed. */
-inline uint64_t remaining_ns(uint64_t deadline_ns) noexcept {
-    uint64_t now = monotonic_ns();
-    return deadline_ns > now ? deadline_ns - now : 0;
-}
 
 /* A read of clock c as the loop sees it (the test seam's, if set). */
 uint64_t read_clock(const tl_loop *loop, unsigned c) noexcept;

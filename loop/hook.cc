@@ -15,11 +15,11 @@
 #include <cstring>
 #include <type_traits>
 
-#include "handle_flags.h"
-#include "hook.h"
-#include "list.h"
-#include "loop.h"
-#include "verify.h"
+#include "loop/handle_flags.h"
+#include "loop/hook.h"
+#include "loop/list.h"
+#include "loop/state.h"
+#include "loop/verify.h"
 
 using namespace tl::detail;
 

@@ -1,12 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What a program may ask a loop about itself: its counters (tl_loop_stats_get)
- * and the names of the backends it was created with.
+ * What a program may ask a loop about itself: its counters (tl_loop_stats_get),
+ * its timers' lateness (tl_loop_lateness) and the names of the backends it was
+ * created with.
  */
+#include <cerrno>
 #include <cstring>
 
-#include "loop.h"
-#include "timer_queue.h"
+#include "loop/io/backend.h"
+#include "loop/lateness.h"
+#include "loop/state.h"
+#include "loop/timer_queue.h"
+#include "loop/verify.h"
 
 using namespace tl::detail;
 
@@ -29,6 +34,14 @@ TL_API void tl_loop_stats_get(const tl_loop *loop, tl_loop_stats *out) {
     *out = loop->stats;
     out->timers_active = timers_active(loop);
     out->unref_active = loop->unref_active;
+}
+
+TL_API int tl_loop_lateness(tl_loop *loop, tl_lateness *out, int reset) {
+    if (!loop || !out) return -EINVAL;
+    TL_CHECK_LOOP_THREAD(loop);
+    lateness_summary(loop->lateness, out);
+    if (reset) std::memset(&loop->lateness, 0, sizeof loop->lateness);
+    return 0;
 }
 
 } // extern "C"

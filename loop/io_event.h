@@ -3,7 +3,7 @@
  * Internal to loop/: the vocabulary of I/O events shared by the loop and
  * both I/O backends: ReadyEvent, the registration tags (io_tag, kBackendTag)
  * and the request kinds they carry (REQ_*, req_tag), TL_READ/TL_WRITE <->
- * poll(2) bits, and the number of events collected per wait.
+ * poll(2) bits, and the number of events a wait returns.
  */
 #ifndef TICKLOOP_LOOP_IO_EVENT_H
 #define TICKLOOP_LOOP_IO_EVENT_H
@@ -86,7 +86,7 @@ inline unsigned tl_events(uint32_t bits) noexcept {
     return r;
 }
 
-/* Events collected per wait. Level-triggered polling reports the rest next
+/* Events a wait returns at most. Level-triggered polling reports the rest next
    iteration; 256 is libev's and libuv's order of magnitude. */
 inline constexpr int kMaxEvents = 256;
 

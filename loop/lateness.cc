@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tl_loop_lateness(): percentiles of the lateness histogram (lateness.h).
+ * Percentiles of the lateness histogram (lateness.h), for tl_loop_lateness.
  *
  * Percentiles are nearest-rank: p50 is the smallest recorded value that at
  * least half of all values do not exceed. The histogram finds the bucket
@@ -8,12 +8,9 @@
  * maximum, so a reported percentile is never below the exact one and at most
  * 1/16 above it.
  */
-#include <cerrno>
 #include <cstring>
 
-#include "lateness.h"
-#include "loop.h"
-#include "verify.h"
+#include "loop/lateness.h"
 
 namespace tl::detail {
 
@@ -61,15 +58,3 @@ void lateness_summary(const LatenessHistogram &h, tl_lateness *out) noexcept {
 }
 
 } // namespace tl::detail
-
-extern "C" {
-
-TL_API int tl_loop_lateness(tl_loop *loop, tl_lateness *out, int reset) {
-    if (!loop || !out) return -EINVAL;
-    TL_CHECK_LOOP_THREAD(loop);
-    tl::detail::lateness_summary(loop->lateness, out);
-    if (reset) std::memset(&loop->lateness, 0, sizeof loop->lateness);
-    return 0;
-}
-
-} // extern "C"

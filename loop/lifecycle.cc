@@ -10,16 +10,16 @@
 #include <cstdlib>
 #include <pthread.h>
 
-#include "async.h"
-#include "clock.h"
-#include "io.h"
-#include "io_backend.h"
-#include "lifecycle.h"
-#include "loop.h"
-#include "signal.h"
-#include "slack.h"
-#include "stream.h"
-#include "timer_queue.h"
+#include "loop/async.h"
+#include "loop/clock.h"
+#include "loop/io/backend.h"
+#include "loop/io/io.h"
+#include "loop/lifecycle.h"
+#include "loop/signal.h"
+#include "loop/slack.h"
+#include "loop/state.h"
+#include "loop/stream/stream.h"
+#include "loop/timer_queue.h"
 #include "timers/timers.h"
 
 using namespace tl::detail;

@@ -2,8 +2,7 @@
 /*
  * Internal to loop/: what creating, running and freeing a loop share between
  * lifecycle.cc (tl_loop_new, tl_loop_free, tl_loop_fork) and options.cc
- * (the options checked and resolved, and tl_loop_new_error's message), and
- * the list of live loops (loop_by_id).
+ * (the options checked and resolved, and tl_loop_new_error's message).
  */
 #ifndef TICKLOOP_LOOP_LIFECYCLE_H
 #define TICKLOOP_LOOP_LIFECYCLE_H
@@ -13,10 +12,6 @@
 #include "tickloop/timer_backend.h"
 
 namespace tl::detail {
-
-/* The live loop whose id is id, or null (lifecycle.cc keeps the list: loops
-   register in tl_loop_new and leave in tl_loop_free). Any thread. */
-tl_loop *loop_by_id(uint32_t id) noexcept;
 
 /* tl_loop_options after resolve_options: checked, defaults and the
    environment (TICKLOOP_IO, TICKLOOP_TIMERS) applied. */

@@ -14,25 +14,25 @@
  *   3. wait in the I/O backend until the absolute deadline (now + timeout),
  *      with no slack; EINTR re-waits for the same deadline;
  *   4. read the clock once into the cached `now`;
- *   5. run every due timer, then the I/O callbacks of the events collected,
+ *   5. run every due timer, then the I/O callbacks of the events the wait returned,
  *      then the stream callbacks due;
  *   6. run the CHECK hooks.
- * Timers go first so that one due while I/O was being collected is not held
+ * Timers go first so that one due while the wait gathered events is not held
  * behind a long batch of I/O callbacks. The timeout is computed after the
  * hooks, which may start or stop timers.
  */
 #include <cerrno>
 
-#include "clock.h"
-#include "hook.h"
-#include "io.h"
-#include "io_event.h"
-#include "loop.h"
-#include "slack.h"
-#include "stream.h"
-#include "timer_queue.h"
+#include "loop/clock.h"
+#include "loop/hook.h"
+#include "loop/io/io.h"
+#include "loop/io_event.h"
+#include "loop/slack.h"
+#include "loop/state.h"
+#include "loop/stream/stream.h"
+#include "loop/timer_queue.h"
+#include "loop/verify.h"
 #include "timers/timers.h"
-#include "verify.h"
 
 using namespace tl::detail;
 

@@ -11,8 +11,8 @@
 #include <cstring>
 #include <type_traits>
 
-#include "handle_flags.h"
-#include "lifecycle.h"
+#include "loop/handle_flags.h"
+#include "loop/lifecycle.h"
 #include "timers/timers.h"
 
 using namespace tl::detail;

@@ -33,12 +33,12 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
-#include "handle_flags.h"
-#include "io.h"
-#include "list.h"
-#include "loop.h"
-#include "signal.h"
-#include "verify.h"
+#include "loop/handle_flags.h"
+#include "loop/io/io.h"
+#include "loop/list.h"
+#include "loop/signal.h"
+#include "loop/state.h"
+#include "loop/verify.h"
 
 using namespace tl::detail;
 

@@ -7,8 +7,8 @@
 #include <pthread.h>
 #include <sys/prctl.h>
 
-#include "loop.h"
-#include "slack.h"
+#include "loop/slack.h"
+#include "loop/state.h"
 
 using namespace tl::detail;
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Internal to loop/: the loop's invariant walkers (verify.cc):
+ * Internal to loop/: the loop's invariant walkers (check.cc):
  * tl_detail_loop_check in every build, and the debug builds' walks after
  * each operation (TL_DEBUG_VERIFY, TL_DEBUG_CHECK_POPPED) and thread check
  * (TL_CHECK_LOOP_THREAD), which release builds (NDEBUG) compile away.
@@ -22,7 +22,7 @@ namespace tl::detail {
 
 /* Debug builds walk the loop's own state (the timer domains and the ready
  * and deferred lists against their flags, the fd table against its watchers,
- * the async, signal and hook lists: verify.cc lists the invariants) after every
+ * the async, signal and hook lists: check.cc lists the invariants) after every
  * timer operation, every timer callback and every iteration, and abort with
  * the first broken invariant and the call that broke it (libev's
  * EV_FREQUENT_CHECK); the timer backend's glue walks the backend's structure

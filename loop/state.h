@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Internal to loop/: struct tl_loop, the loop's private state, and the
- * handle counting every activation and deactivation goes through
- * (handle_activated & co).
+ * Internal to loop/: struct tl_loop, the loop's private state, the live
+ * loop of an id (loop_by_id), and the handle counting every activation and
+ * deactivation goes through (handle_activated & co).
  */
-#ifndef TICKLOOP_LOOP_LOOP_H
-#define TICKLOOP_LOOP_LOOP_H
+#ifndef TICKLOOP_LOOP_STATE_H
+#define TICKLOOP_LOOP_STATE_H
 
 #include <csignal>
 #include <cstddef>
@@ -13,18 +13,22 @@
 #include <pthread.h>
 #include <sys/uio.h>
 
-#include "clock.h"
-#include "handle_flags.h"
-#include "io_backend.h"
-#include "io_event.h"
-#include "lateness.h"
-#include "list.h"
+#include "loop/handle_flags.h"
+#include "loop/io_event.h"
+#include "loop/lateness.h"
+#include "loop/list.h"
+#include "loop/timer_queue.h"
 #include "tickloop/tickloop.h"
-#include "timer_queue.h"
+
+/* The test seam's clock reader (tl_detail_loop_set_clock, clock.h). */
+typedef uint64_t (*tl_detail_clock_fn)(int clock, void *ctx);
 
 namespace tl::detail {
-struct StreamPath; /* stream_core.h */
-}
+struct IoSlot;     /* io/backend.h */
+class IoBackend;   /* io/backend.h */
+struct HandleIo;   /* io/io.h */
+struct StreamPath; /* stream/core.h */
+} // namespace tl::detail
 
 struct tl_loop {
     /* Hot: read on every timer start and every iteration. */
@@ -82,10 +86,11 @@ struct tl_loop {
     uint64_t stream_unref;  /* bound streams and started listeners that are unreferenced */
     void *read_buf;         /* the readiness path's one read buffer; null until used */
     struct iovec *iov_free; /* copies of 2-4 buffer write arrays: free blocks */
-    void *iov_chunks;       /* the chunks those blocks come from (write_queue.cc) */
+    void *iov_chunks;       /* the chunks those blocks come from (stream.cc) */
     uint32_t read_buffer_size, read_buffer_count;
     bool streams_completion;                   /* io_uring completion path (else readiness)       */
-    const tl::detail::StreamPath *stream_path; /* the path's table (stream_core.h) */
+    const tl::detail::StreamPath *stream_path; /* the path's table (stream/core.h) */
+    const tl::detail::HandleIo *handle_io;     /* streams' and listeners' events (io/io.h) */
     uint32_t accepts_paused;                   /* listeners paused after an accept error          */
     int accepted_fd;                           /* the fd an accept callback is running for, or -1 */
     tl_timer accept_timer;                     /* resumes them (unreferenced, started on demand) */
@@ -96,6 +101,10 @@ struct tl_loop {
 };
 
 namespace tl::detail {
+
+/* The live loop whose id is id, or null (lifecycle.cc keeps the list: loops
+   register in tl_loop_new and leave in tl_loop_free). Any thread. */
+tl_loop *loop_by_id(uint32_t id) noexcept;
 
 /* Every activation and deactivation of a handle goes through these, so that
    tl_loop_alive (a referenced handle active) is one comparison.
@@ -119,4 +128,4 @@ inline void handle_ref_changed(tl_loop *loop, bool was_unref, bool unref) noexce
 
 } // namespace tl::detail
 
-#endif /* TICKLOOP_LOOP_LOOP_H */
+#endif /* TICKLOOP_LOOP_STATE_H */

@@ -14,7 +14,8 @@
 #include <cstring>
 #include <sys/socket.h>
 
-#include "stream_core.h"
+#include "loop/stream/core.h"
+#include "loop/stream/write_queue.h"
 
 using namespace tl::detail;
 
@@ -35,6 +36,10 @@ namespace {
  * 1 MiB writes, 2 MiB per event gave 0.95x and 4 MiB 0.49x. */
 constexpr size_t kReadBytesPerEvent = 4u << 20;
 constexpr int kReadsPerEvent = 256;
+/* accept4() calls per readiness event of a listener: more connections are
+ * likely waiting, and one more call is cheaper than one more iteration;
+ * bounded so that one busy listener cannot hold the others back. */
+constexpr int kAcceptsPerEvent = 64;
 /* iovecs per sendmsg: a stack array, gathered across queued requests. */
 constexpr int kSendIov = 64;
 
@@ -54,7 +59,7 @@ unsigned wanted(const tl_stream *s) noexcept {
 }
 
 void update_interest(tl_loop *loop, tl_stream *s) noexcept {
-    if (loop->streams_completion || !(s->flags & S_REG)) return;
+    if (!(s->flags & S_REG)) return;
     int r = io_interest(loop, &s->io, wanted(s));
     if (r < 0) io_internal_error(loop, "stream poll update", r);
 }
@@ -147,13 +152,64 @@ void event(tl_loop *loop, tl_stream *s, const ReadyEvent &ev) noexcept {
 
 void nothing(tl_loop *, tl_stream *) noexcept {}
 
+/* Listeners: the fd is polled for TL_READ while accepting. */
+int accept_start(tl_loop *loop, tl_listener *l) noexcept {
+    return io_interest(loop, &l->io, TL_READ);
+}
+
+void accept_pause(tl_loop *loop, tl_listener *l) noexcept {
+    io_interest(loop, &l->io, 0);
+}
+
+void accept_resume(tl_loop *loop, tl_listener *l) noexcept {
+    int r = io_interest(loop, &l->io, TL_READ);
+    if (r < 0) io_internal_error(loop, "listener poll", r);
+}
+
+void accept_stop(tl_loop *, tl_listener *) noexcept {}
+
+/* The listener's fd is readable: accept up to kAcceptsPerEvent sockets. */
+void listener_event(tl_loop *loop, tl_listener *l, const ReadyEvent &) noexcept {
+    for (int i = 0; i < kAcceptsPerEvent; ++i) {
+        if (l->flags & L_PAUSED) return;
+        int fd = accept4(l->fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            int err = errno;
+            /* The connection went away before it was accepted, or a signal:
+               try the next one. */
+            if (err == EINTR || err == ECONNABORTED || err == EPROTO) continue;
+            if (err == EAGAIN || err == EWOULDBLOCK) return;
+            /* Out of descriptors or memory (or a socket that no longer
+               listens): the connection stays in the backlog and the fd stays
+               readable, so accepting pauses instead of spinning. */
+            accept_failed(loop, l, -err);
+            return;
+        }
+        if (!accepted(loop, l, fd)) return;
+    }
+}
+
 } // namespace
 
 namespace tl::detail {
 
 const StreamPath kReadinessPath = {
-    "readiness", prepare_read, read_started, update_interest, write_queued,
-    closing,     event,        nothing,      update_interest, nullptr,
+    .name = "readiness",
+    .prepare_read = prepare_read,
+    .read_started = read_started,
+    .read_stopped = update_interest,
+    .write_queued = write_queued,
+    .closing = closing,
+    .event = event,
+    .before_callbacks = nothing,
+    .after_callbacks = update_interest,
+    .readd = nullptr,
+    .accept_start = accept_start,
+    .accept_pause = accept_pause,
+    .accept_resume = accept_resume,
+    .accept_stop = accept_stop,
+    .listener_event = listener_event,
+    .listener_readd = nullptr,
 };
 
 } // namespace tl::detail

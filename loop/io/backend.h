@@ -10,13 +10,28 @@
 #define TICKLOOP_LOOP_IO_BACKEND_H
 
 #include <cstdint>
+#include <ctime>
 #include <sys/uio.h>
 
-#include "io_event.h"
+#include "loop/io_event.h"
 #include "tickloop/tickloop.h"
 #include "timers/timers.h"
 
 namespace tl::detail {
+
+/* A fresh CLOCK_MONOTONIC read, in ns. */
+inline uint64_t monotonic_ns() noexcept {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* For a backend that can only wait for a duration: what remains until
+   deadline_ns (finite, non-zero) from a fresh clock read, 0 if it passed. */
+inline uint64_t remaining_ns(uint64_t deadline_ns) noexcept {
+    uint64_t now = monotonic_ns();
+    return deadline_ns > now ? deadline_ns - now : 0;
+}
 
 /* One entry of the loop's fd registry, loop->io_slots[fd] (libuv's
  * loop->watchers[]). `watcher` is the active watcher of fd, or null; only
@@ -30,13 +45,13 @@ struct IoSlot {
     uint32_t index;
 };
 
-/* The completion path of streams and listeners (loop/stream.cc; io_uring
+/* The completion path of streams and listeners (loop/stream/; io_uring
  * only). A stream or listener registration never gets IoBackend::add()'s
- * poll on that path: add() re-arms its requests instead (stream_readd), and
+ * poll on that path: add() re-arms its requests instead (HandleIo::readd), and
  * remove() cancels them. Requests complete as ReadyEvents with revents
  * kCompletion | kind, tag io_tag(fd, gen), and the CQE's res and flags. A
  * completion for a registration that is gone is handled by the backend
- * (buffer returned, accepted socket closed), or by stream_stale if the loop
+ * (buffer returned, accepted socket closed), or by HandleIo::stale if the loop
  * drops it. Never deleted through this interface: the backend is deleted as
  * an IoBackend. */
 class CompletionOps {

@@ -45,11 +45,10 @@
 #include <cerrno>
 #include <cstdio>
 
-#include "clock.h"
-#include "lifecycle.h"
-#include "timer_state.h"
+#include "loop/clock.h"
+#include "loop/timer/state.h"
+#include "loop/verify.h"
 #include "timers/timers.h"
-#include "verify.h"
 
 using namespace tl::detail;
 

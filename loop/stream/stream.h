@@ -9,22 +9,11 @@
 
 #include <cstdint>
 
-#include "io_backend.h"
-#include "io_event.h"
-#include "loop.h"
+#include "loop/state.h"
 #include "tickloop/tickloop.h"
 
 namespace tl::detail {
 
-/* An event (readiness, or a completion on io_uring) for a
-   stream's or listener's registration. */
-void stream_event(tl_loop *loop, tl_io *w, const ReadyEvent &ev) noexcept;
-/* A completion the loop dropped (its registration is gone): returns its
-   buffer, closes an accepted socket. */
-void stream_stale(tl_loop *loop, const ReadyEvent &ev) noexcept;
-/* Completion path: gives the requests of a stream or listener registration
-   to io (a fresh backend after tl_loop_fork, or io_readd_all). */
-int stream_readd(tl_loop *loop, IoBackend *io, tl_io *w) noexcept;
 /* Runs the callbacks that streams have due (completed writes, closes): after
    the iteration's I/O callbacks. Streams made pending meanwhile wait for the
    next iteration, which then does not block. */
@@ -36,7 +25,8 @@ inline bool streams_pending(const tl_loop *loop) noexcept {
 int streams_configure(tl_loop *loop, const tl_loop_options *opts) noexcept;
 void streams_close(tl_loop *loop) noexcept;
 /* Sets the loop's stream path from what its new I/O backend offers
-   (streams_completion): once per backend created. */
+   (streams_completion), and the table the fd registry hands the streams'
+   and listeners' events to (loop->handle_io): once per backend created. */
 void streams_choose_path(tl_loop *loop) noexcept;
 
 } // namespace tl::detail

@@ -5,11 +5,11 @@
  * - uring.cc: the ring (setup, enable, the enter and its absolute timeout,
  *   time namespaces, wait and reap, flush, tl_loop_fd's eventfd) and
  *   uring_backend_create;
- * - uring_poll.cc: readiness through single-shot polls (arm, update,
+ * - poll.cc: readiness through single-shot polls (arm, update,
  *   cancel, the re-arm queue and the cancel list, what may be watched);
- * - uring_streams.cc: the streams' completion path (CompletionOps: the
+ * - streams.cc: the streams' completion path (CompletionOps: the
  *   buffer ring, multishot receive and accept, vectored sends).
- * liburing's internals are used only through uring_shim.h.
+ * liburing's internals are used only through shim.h.
  *
  * Setup and the loop's choice of path, for both halves: the ring is set up
  * SINGLE_ISSUER | DEFER_TASKRUN (6.1), else COOP_TASKRUN (5.19), else plain;
@@ -36,10 +36,10 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-#include "io_backend.h"
-#include "io_event.h"
-#include "loop.h"
-#include "uring_shim.h"
+#include "loop/io/backend.h"
+#include "loop/io/uring/shim.h"
+#include "loop/io_event.h"
+#include "loop/state.h"
 
 namespace tl::detail {
 
@@ -61,6 +61,20 @@ inline constexpr uint32_t kInRearmQueue =
     1u << 1; /* in queue_: arm, or update the armed poll's events */
 inline constexpr uint32_t kArmedShift = 8;
 
+/* One reap's events (UringBackend::reap): the handler of each completion's
+ * kind adds to it. split is where queue_ holds the re-arms of readiness the
+ * batch had no room for (SIZE_MAX while none), first where queue_ ended
+ * when the reap began; full: a completion that carries data found no room
+ * and stays in the CQ, with every one after it, for the next wait. */
+struct Reaped {
+    ReadyEvent *out;
+    int cap;
+    int ready;
+    size_t first;
+    size_t split;
+    bool full;
+};
+
 class UringBackend final : public IoBackend, public CompletionOps {
 public:
     explicit UringBackend(tl_loop *loop) noexcept : loop_(loop) {}
@@ -78,12 +92,12 @@ public:
     uint64_t set_batch(uint64_t ns) noexcept override;
     void probe_abs_timer() noexcept;
 
-    /* Poll readiness (uring_poll.cc). */
+    /* Poll readiness (poll.cc). */
     int add(int fd) noexcept override;
     int modify(int fd, unsigned events) noexcept override;
     void remove(int fd) noexcept override;
 
-    /* The streams' completion path (uring_streams.cc). */
+    /* The streams' completion path (streams.cc). */
     void probe_streams() noexcept;
     bool streams_ok() const noexcept { return streams_ok_; }
     /* The completion path of streams (CompletionOps, below); the loop takes
@@ -111,16 +125,19 @@ private:
     int enable() noexcept;
     io_uring_sqe *get_sqe() noexcept;
     void post_deferred() noexcept;
-    unsigned reap_ring(ReadyEvent *out, int cap, int *ready, size_t *split, bool *full) noexcept;
+    unsigned reap_ring(Reaped &b) noexcept;
     int reap(ReadyEvent *out, int cap) noexcept;
+    void own_cqe(const io_uring_cqe *cqe) noexcept;
 
-    /* Poll readiness (uring_poll.cc). */
+    /* Poll readiness (poll.cc). */
     int arm(int fd) noexcept;
     int update(int fd, unsigned events) noexcept;
     int cancel(uint64_t tag) noexcept;
     void push_cancel(uint64_t tag) noexcept;
-    void rearm_pending() noexcept;
-    /* The re-arm queue, also filled by reap_ring (uring.cc). */
+    void arm_queued() noexcept;
+    void poll_cqe(const io_uring_cqe *cqe, Reaped &b) noexcept;
+    void rearm_unreported_first(const Reaped &b) noexcept;
+    /* The re-arm queue. */
     void enqueue(int fd) noexcept {
         IoSlot &slot = loop_->io_slots[fd];
         if (slot.state & kInRearmQueue) return;
@@ -136,12 +153,12 @@ private:
         slot.state &= ~kInRearmQueue;
     }
 
-    /* The streams' completion path (uring_streams.cc). */
+    /* The streams' completion path (streams.cc). */
     uint64_t slot_tag(int fd) const noexcept {
         return io_tag(fd, loop_->io_slots[fd].watcher->gen);
     }
     uint32_t &parked_len(uint32_t bid) noexcept { return park_len_[bid]; }
-    void stream_cqe(const io_uring_cqe *cqe, ReadyEvent *out, int &ready) noexcept;
+    bool stream_cqe(const io_uring_cqe *cqe, Reaped &b) noexcept;
     void streams_free() noexcept;
 
     tl_loop *loop_;

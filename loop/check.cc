@@ -37,12 +37,14 @@
 #include <cstdlib>
 #include <pthread.h>
 
-#include "handle_flags.h"
-#include "list.h"
-#include "loop.h"
-#include "timer_queue.h"
+#include "loop/handle_flags.h"
+#include "loop/io/backend.h"
+#include "loop/io/io.h"
+#include "loop/list.h"
+#include "loop/state.h"
+#include "loop/timer_queue.h"
+#include "loop/verify.h"
 #include "timers/timers.h"
-#include "verify.h"
 
 #ifndef NDEBUG
 namespace tl::detail {
@@ -170,8 +172,7 @@ void loop_verify(tl_loop *loop, const char *where) noexcept {
         ++registered;
         if (w->fd < 0 || size_t(w->fd) != fd) fail(where, "fd registry entry watches another fd");
         if (!(w->flags & IO_ACTIVE)) fail(where, "fd registry holds an inactive watcher");
-        if (reinterpret_cast<tl_loop *>(w->priv[0]) != loop)
-            fail(where, "fd registry holds another loop's watcher");
+        if (io_owner(w) != loop) fail(where, "fd registry holds another loop's watcher");
         if (w->gen == 0) fail(where, "a registration with generation 0");
     }
     if (registered != loop->io_count) fail(where, "io_count disagrees with the fd registry");
@@ -208,7 +209,7 @@ using namespace tl::detail;
 
 /* Each count is kept up by start/stop; the walk recomputes it from the
    structures themselves. Timers are counted by their backend plus the ready
-   list (both walked by verify.cc), so their share is taken from that. Debug
+   list (both walked by check.cc), so their share is taken from that. Debug
    builds run it inside loop_verify too. */
 extern "C" const char *tl_detail_loop_check(const tl_loop *loop) noexcept {
     uint64_t io = 0, io_unref = 0, streams = 0, listeners = 0;

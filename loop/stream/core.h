@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the stream core (stream.cc: handles, the pending pass and the API;
- * write_queue.cc: the requests and what a send takes from them), its two
- * paths (stream_readiness.cc, stream_completion.cc) and listener.cc share:
+ * What the stream core (stream.cc: handles, the pending pass, the API and
+ * the write queue's storage; write_queue.h: what a send takes from the
+ * queue), its two paths (readiness.cc, completion.cc) and listener.cc share:
  * the handles' state bits, and the helpers the paths call. The core calls a
  * loop's path through the StreamPath table chosen when its I/O backend is
  * created; the paths call the core's helpers and never each other.
@@ -14,13 +14,12 @@
 #include <cstdint>
 #include <sys/uio.h>
 
-#include "handle_flags.h"
-#include "io.h"
-#include "io_backend.h"
-#include "io_event.h"
-#include "loop.h"
-#include "stream.h"
-#include "verify.h"
+#include "loop/handle_flags.h"
+#include "loop/io/backend.h"
+#include "loop/io/io.h"
+#include "loop/io_event.h"
+#include "loop/state.h"
+#include "loop/verify.h"
 
 namespace tl::detail {
 
@@ -34,7 +33,7 @@ constexpr uint32_t IORING_CQE_F_MORE_BIT = 1u << 1;
 enum : uint32_t {
     S_MAGIC = 0x57e10000u,
     S_MAGIC_MASK = 0xffff0000u,
-    S_BOUND = 1u << 0,   /* an active handle of io.priv[0]'s loop        */
+    S_BOUND = 1u << 0,   /* an active handle of its io_owner loop        */
     S_REG = 1u << 1,     /* in the fd registry                          */
     S_READING = 1u << 2, /* tl_stream_read_start, no EOF or error since */
     S_CLOSING = 1u << 3, /* tl_stream_close called, close callback due  */
@@ -44,7 +43,8 @@ enum : uint32_t {
                             counts as referenced until its close callback */
 };
 
-/* A stream's requests in the completion backend, in io.priv[1]. */
+/* A stream's requests in the completion backend (stream_requests: its
+   io.priv[1]). */
 enum : uintptr_t {
     SC_RECV = 1u << 0,   /* a multishot receive is armed (its last CQE not seen) */
     SC_CANCEL = 1u << 1, /* its cancellation is on the way                       */
@@ -64,8 +64,8 @@ enum : uint32_t {
 
 /* tl_write_req::flags. */
 enum : uint32_t {
-    REQ_QUEUED = 1u << 0,
-    REQ_BLOCK = 1u << 1, /* bufs.many.iov is a block of the loop's copies */
+    WR_QUEUED = 1u << 0,
+    WR_BLOCK = 1u << 1, /* bufs.many.iov is a block of the loop's copies */
 };
 
 inline tl_stream *stream_of(tl_io *w) noexcept {
@@ -79,14 +79,16 @@ inline tl_listener *listener_of(tl_io *w) noexcept {
 inline CompletionOps &ops(tl_loop *loop) noexcept {
     return *loop->io->completion();
 }
-/* A stream's requests in the completion backend (SC_* bits). */
-inline uintptr_t &sc(tl_stream *s) noexcept {
+/* A stream's requests in the completion backend (SC_* bits): io.priv[1]. */
+inline uintptr_t &stream_requests(tl_stream *s) noexcept {
     return s->io.priv[1];
 }
 
-/* What differs between the readiness and the completion path, called by the
- * core at the points where the two part. Each entry gets a stream of the
- * loop whose path it is. */
+/* What differs between the readiness and the completion path, for streams
+ * and listeners alike, called by the core (stream.cc, listener.cc) at the
+ * points where the two part. Each entry gets a handle of the loop whose path
+ * it is. Written with designated initialisers; an entry a path has nothing
+ * to do for points at a function that does nothing. */
 struct StreamPath {
     const char *name; /* tl_loop_stream_path */
     /* Before a stream of the loop first reads: the loop's read buffers. 0 or
@@ -109,41 +111,48 @@ struct StreamPath {
     void (*after_callbacks)(tl_loop *loop, tl_stream *s) noexcept;
     /* Gives s's requests to io, a fresh backend (completion path only). */
     int (*readd)(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept;
+
+    /* l was registered: start accepting. 0 or -errno. */
+    int (*accept_start)(tl_loop *loop, tl_listener *l) noexcept;
+    /* Accepting pauses (an accept error) / resumes / ends (l stops). */
+    void (*accept_pause)(tl_loop *loop, tl_listener *l) noexcept;
+    void (*accept_resume)(tl_loop *loop, tl_listener *l) noexcept;
+    void (*accept_stop)(tl_loop *loop, tl_listener *l) noexcept;
+    /* An event of l's registration (readiness, or an accept's completion). */
+    void (*listener_event)(tl_loop *loop, tl_listener *l, const ReadyEvent &ev) noexcept;
+    /* Gives l's accept to io, a fresh backend (completion path only). */
+    int (*listener_readd)(tl_loop *loop, IoBackend *io, tl_listener *l) noexcept;
 };
 extern const StreamPath kReadinessPath;
 extern const StreamPath kCompletionPath;
 
-/* stream.cc */
-void mark_pending(tl_loop *loop, tl_stream *s) noexcept;
+/* Puts s on the loop's pending list (its callbacks are due), once. The
+   core's helper every file of the folder calls; stream.cc runs the list. */
+inline void mark_pending(tl_loop *loop, tl_stream *s) noexcept {
+    if (s->flags & S_PENDING) return;
+    s->flags |= S_PENDING;
+    s->pending_next = nullptr;
+    if (loop->stream_pending_tail)
+        loop->stream_pending_tail->pending_next = s;
+    else
+        loop->stream_pending_head = s;
+    loop->stream_pending_tail = s;
+}
 
-/* write_queue.cc: the requests of a stream. */
-int set_bufs(tl_loop *loop, tl_write_req *req, const struct iovec *iov, int iovcnt) noexcept;
+/* stream.cc: the write queue's storage (its operations: write_queue.h). */
 void write_queue_free(tl_loop *loop) noexcept;
-/* Steps over empty buffers; false when none with bytes is left. */
-bool skip_empty(tl_write_req *req) noexcept;
-/* Fills v with up to cap buffers of the queue from wq_send on, skipping
- * empty ones: of every queued request, or of wq_send alone. Returns their
- * number; *total is their bytes, at most `limit` (the last buffer is
- * shortened to keep it). */
-int gather(tl_stream *s, struct iovec *v, int cap, bool whole_queue, size_t limit,
-           size_t *total) noexcept;
-/* Completes wq_send with `status` and moves to the next request. */
-void complete_send(tl_loop *loop, tl_stream *s, int status) noexcept;
-/* Every request from wq_send on fails with err (a send error, or a close). */
-void fail_writes(tl_loop *loop, tl_stream *s, int err) noexcept;
-/* n bytes of the queue were handed to the kernel. */
-void advance(tl_loop *loop, tl_stream *s, size_t n) noexcept;
-/* A request that completed before the end of its bytes (a cancelled send)
-   gives its copy back. */
-void release_bufs(tl_loop *loop, tl_write_req *req) noexcept;
 
 /* listener.cc */
 void listeners_configure(tl_loop *loop) noexcept;
 /* Gives every paused listener its readiness back (a stream closed: a
    descriptor is free again). */
 void listeners_resume(tl_loop *loop) noexcept;
-void listener_event(tl_loop *loop, tl_listener *l, const ReadyEvent &ev) noexcept;
-int listener_readd(tl_loop *loop, IoBackend *io, tl_listener *l) noexcept;
+/* The paths' accepts end here. accepted: fd (>= 0) was accepted for l: its
+   callback runs; false if the callback stopped l (which may be freed).
+   accept_failed: an error a retry would hit again (out of descriptors or
+   memory): accepting pauses, and the callback gets err. */
+bool accepted(tl_loop *loop, tl_listener *l, int fd) noexcept;
+void accept_failed(tl_loop *loop, tl_listener *l, int err) noexcept;
 
 } // namespace tl::detail
 

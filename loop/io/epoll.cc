@@ -58,12 +58,11 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "io.h"
-#include "io_backend.h"
-#include "io_event.h"
-#include "loop.h"
-#include "timerfd.h"
+#include "loop/io/backend.h"
+#include "loop/io/io.h"
+#include "loop/io_event.h"
+#include "loop/state.h"
+#include "loop/timerfd.h"
 
 namespace tl::detail {
 namespace {
@@ -190,7 +189,7 @@ private:
 
     /* An event whose tag names no registration comes from one that
        EPOLL_CTL_DEL could not remove (see the top of this file): replace the
-       set by one holding exactly the registry. The events already collected
+       set by one holding exactly the registry. The events already returned
        stay valid; the loop's filter drops the leftover's. Tags of
        generation 0 are not registrations. */
     void drop_leftovers(const ReadyEvent *events, int n) noexcept {
@@ -212,7 +211,7 @@ private:
     tl_loop *loop_;
     int epfd_;
     int timer_fd_;          /* -1: relative waits */
-    uint64_t armed_ns_ = 0; /* the timerfd's pending deadline; 0: none */
+    uint64_t armed_ns_ = 0; /* the deadline the timerfd holds; 0: none */
     bool use_pwait2_;
     struct epoll_event events_[kMaxEvents];
 };

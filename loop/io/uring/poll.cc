@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The io_uring backend's readiness (uring_backend.h): single-shot polls,
+ * The io_uring backend's readiness (uring.h): single-shot polls,
  * armed, updated and cancelled here, with the re-arm queue and the cancel
  * list that hold what found no SQE; the ring that carries them is uring.cc.
  *
@@ -38,24 +38,26 @@
 #include "tl_config.h"
 
 #if TL_HAVE_LIBURING
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <sys/epoll.h>
 
-#include "handle_flags.h"
-#include "io_backend.h"
-#include "io_event.h"
-#include "loop.h"
-#include "stream.h"
-#include "uring_backend.h"
+#include "loop/handle_flags.h"
+#include "loop/io/backend.h"
+#include "loop/io/io.h"
+#include "loop/io/uring/uring.h"
+#include "loop/io_event.h"
+#include "loop/state.h"
 
 namespace tl::detail {
 
 int UringBackend::add(int fd) noexcept {
     tl_io *sw = loop_->io_slots[fd].watcher;
-    if (streams_ok_ && (sw->flags & IO_HANDLE_KINDS)) return stream_readd(loop_, this, sw);
+    if (streams_ok_ && (sw->flags & IO_HANDLE_KINDS))
+        return loop_->handle_io->readd(loop_, this, sw);
     struct epoll_event ev;
     std::memset(&ev, 0, sizeof ev);
     if (epoll_ctl(probe_fd_, EPOLL_CTL_MOD, fd, &ev) < 0 && errno != ENOENT) return -errno;
@@ -147,7 +149,7 @@ void UringBackend::push_cancel(uint64_t tag) noexcept {
    SQE), bring armed polls' events up to date, retry removals; the
    completions still held as task work go to the CQ first when those
    re-arms need it (post_deferred). */
-void UringBackend::rearm_pending() noexcept {
+void UringBackend::arm_queued() noexcept {
     post_deferred();
     size_t kept = 0;
     for (size_t i = 0; i < cancel_count_; ++i)
@@ -171,6 +173,46 @@ void UringBackend::rearm_pending() noexcept {
         queue_[kept++] = fd;
     }
     queue_count_ = kept;
+}
+
+/* A poll's completion, from reap: its readiness becomes an event and its
+   poll goes back on the re-arm queue. A readiness that finds the batch
+   full is not kept: by the next iteration it may be stale (the fd drained
+   meanwhile), so its poll is re-armed instead, and the kernel reports it
+   again then if the fd is still ready, as epoll re-checks its ready list
+   at each wait (b.split marks where those re-arms start). */
+void UringBackend::poll_cqe(const io_uring_cqe *cqe, Reaped &b) noexcept {
+    uint64_t tag = io_uring_cqe_get_data64(cqe);
+    int res = cqe->res;
+    IoSlot *slot = io_current(loop_, tag);
+    if (!slot) return; /* stale: the loop dropped this registration */
+    slot->state &= ~kArmed;
+    if (res == -ECANCELED) return;
+    if (b.ready == b.cap) {
+        /* No room in this iteration: ask the kernel again at the next
+           wait (a failed poll fails again and is reported then). */
+        if (b.split == SIZE_MAX) b.split = queue_count_;
+        enqueue(io_tag_fd(tag));
+        return;
+    }
+    if (res < 0) {
+        /* The poll itself failed (the fd was closed, say): report it once
+           and stay quiet, as epoll drops a closed fd. */
+        b.out[b.ready++] = ReadyEvent{tag, TL_ERROR};
+        return;
+    }
+    enqueue(io_tag_fd(tag));
+    unsigned revents = tl_events((uint32_t)res);
+    if (revents) b.out[b.ready++] = ReadyEvent{tag, revents};
+}
+
+/* After a reap: queue_[b.first, b.split) holds the fds reported now,
+   [b.split, end) those the batch had no room for. Those go first, so that
+   with more ready fds than a batch each gets its turn. */
+void UringBackend::rearm_unreported_first(const Reaped &b) noexcept {
+    if (b.split == SIZE_MAX || b.split <= b.first) return;
+    std::rotate(queue_ + b.first, queue_ + b.split, queue_ + queue_count_);
+    for (size_t i = b.first; i < queue_count_; ++i) loop_->io_slots[queue_[i]].index = (uint32_t)i;
 }
 
 } // namespace tl::detail

@@ -3,19 +3,49 @@
  * Internal to loop/: what io.cc offers the rest of the loop: the fd
  * registry (lookup, registration of streams and listeners, moving an
  * internal watcher, handing every registration to a backend), the loop's
- * own watchers, and the dispatch of collected events.
+ * own watchers, and the dispatch of the events a wait returned.
  */
 #ifndef TICKLOOP_LOOP_IO_H
 #define TICKLOOP_LOOP_IO_H
 
 #include <cstdint>
 
-#include "io_backend.h"
+#include "loop/io/backend.h"
+#include "loop/io_event.h"
+#include "loop/state.h"
 #include "tickloop/tickloop.h"
 
 namespace tl::detail {
 
-/* Runs the callbacks for n collected events; returns how many ran. */
+/* tl_io's private words by name. io_owner: priv[0], the loop a watcher,
+   stream or listener is bound to (every kind). priv[1] is the kind's own,
+   named where that kind is served: a stream's completion requests
+   (stream_requests, stream/core.h), a listener's accept callback
+   (accept_cb, stream/listener.cc). */
+inline tl_loop *io_owner(const tl_io *w) noexcept {
+    return reinterpret_cast<tl_loop *>(w->priv[0]);
+}
+inline void set_io_owner(tl_io *w, const tl_loop *loop) noexcept {
+    w->priv[0] = reinterpret_cast<uintptr_t>(loop);
+}
+
+/* What the registry does with the events of a registration a handle owns
+   (IO_STREAM, IO_LISTENER): the stream layer fills the table and the loop
+   points at it (loop->handle_io), so the registry hands events up without
+   knowing the layer above. event: readiness or a completion for w; stale: a
+   completion whose registration is gone (return its buffer, close an
+   accepted socket); readd: give w's requests to io (a fresh backend after
+   tl_loop_fork, or io_readd_all). completion: the handles' requests are
+   the backend's own (io_uring's completion path), so a registration without
+   readiness interest is still in the backend. */
+struct HandleIo {
+    bool completion;
+    void (*event)(tl_loop *loop, tl_io *w, const ReadyEvent &ev) noexcept;
+    void (*stale)(tl_loop *loop, const ReadyEvent &ev) noexcept;
+    int (*readd)(tl_loop *loop, IoBackend *io, tl_io *w) noexcept;
+};
+
+/* Runs the callbacks for the n events the wait returned; returns how many ran. */
 uint64_t io_dispatch(tl_loop *loop, int n) noexcept;
 /* Starts an internal watcher (does not keep the loop alive). */
 int io_start_internal(tl_loop *loop, tl_io *w, int fd, tl_io_cb cb) noexcept;

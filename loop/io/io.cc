@@ -1,17 +1,26 @@
 /* SPDX-License-Identifier: MIT */
 /*
+ * loop/io/: the loop's descriptors and the kernel interfaces that watch them.
+ * io.cc (here) holds the fd registry, its tl_io_* API and the dispatch of
+ * events a wait returns; backend.h the small interface every I/O backend
+ * implements (IoBackend: add, modify, remove, wait; CompletionOps for the
+ * streams' completion path); epoll.cc and uring/ (the ring, its polls and
+ * its completion requests) the two backends. Nothing here knows a handle
+ * kind above it: the events of streams and listeners go up through the
+ * loop's HandleIo table.
+ *
  * I/O watchers: the tl_io_* API, the loop's fd registry and the dispatch of
  * readiness.
  *
  * The registry (loop->io_slots, indexed by fd) is the only table of
- * registrations: both I/O backends read and annotate it (io_backend.h says
+ * registrations: both I/O backends read and annotate it (backend.h says
  * what each call may assume), so they cannot disagree about what is watched.
  * Its watcher entries are written here only: by start and stop, the streams'
  * register/unregister, and io_replace_fd, which moves the loop's own watchers
  * onto the descriptors tl_loop_fork's steps create.
  *
  * The kernel is told a tag (fd, generation) rather than a watcher pointer:
- * an event collected in the same batch for a watcher that a callback then
+ * an event returned in the same batch for a watcher that a callback then
  * stopped, freed, or stopped and replaced on a reused fd number, finds either
  * no watcher or a different generation in the registry and is dropped. A
  * pointer in the kernel's event data would be a use-after-free. io_current()
@@ -30,13 +39,12 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "handle_flags.h"
-#include "io.h"
-#include "io_backend.h"
-#include "io_event.h"
-#include "loop.h"
-#include "stream.h"
-#include "verify.h"
+#include "loop/handle_flags.h"
+#include "loop/io/backend.h"
+#include "loop/io/io.h"
+#include "loop/io_event.h"
+#include "loop/state.h"
+#include "loop/verify.h"
 
 using namespace tl::detail;
 
@@ -47,10 +55,6 @@ constexpr unsigned kAlwaysReported = TL_ERROR | TL_HUP;
 
 /* First registry size: covers the descriptors of a small program. */
 constexpr size_t kMinSlots = 64;
-
-tl_loop *owner(const tl_io *w) noexcept {
-    return reinterpret_cast<tl_loop *>(w->priv[0]);
-}
 
 /* Makes the registry big enough to index fd, which must be open. Growth is
  * by a quarter beyond the fd needed: amortised O(1) for fds that climb one
@@ -79,7 +83,7 @@ uint32_t next_gen(tl_loop *loop) noexcept {
 
 int start(tl_loop *loop, tl_io *w, unsigned events, uint32_t extra_flags) noexcept {
     if (w->flags & IO_ACTIVE) {
-        if (owner(w) != loop) return -EINVAL;
+        if (io_owner(w) != loop) return -EINVAL;
         if (events == w->events) return 0;
         int r = loop->io->modify(w->fd, events);
         if (r < 0) return r;
@@ -102,7 +106,7 @@ int start(tl_loop *loop, tl_io *w, unsigned events, uint32_t extra_flags) noexce
         return r;
     }
     w->flags = IO_ACTIVE | extra_flags | (w->flags & IO_UNREF);
-    w->priv[0] = reinterpret_cast<uintptr_t>(loop);
+    set_io_owner(w, loop);
     ++loop->io_count;
     if (!(extra_flags & IO_INTERNAL)) {
         ++loop->stats.io_active;
@@ -120,7 +124,7 @@ void stop(tl_loop *loop, tl_io *w) noexcept {
         handle_deactivated(loop, w->flags & IO_UNREF);
     }
     w->flags &= IO_UNREF;
-    w->priv[0] = 0;
+    set_io_owner(w, nullptr);
 }
 
 } // namespace
@@ -141,14 +145,14 @@ uint64_t io_dispatch(tl_loop *loop, int n) noexcept {
         const ReadyEvent &ev = loop->events[i];
         IoSlot *slot = io_current(loop, ev.tag);
         if (!slot) { /* stopped meanwhile */
-            if (ev.revents & kCompletion) stream_stale(loop, ev);
+            if (ev.revents & kCompletion) loop->handle_io->stale(loop, ev);
             continue;
         }
         tl_io *w = slot->watcher;
         if (w->flags & IO_HANDLE_KINDS) {
             /* A stream or listener: the loop reads, writes or accepts. */
             ++ran;
-            stream_event(loop, w, ev);
+            loop->handle_io->event(loop, w, ev);
             continue;
         }
         unsigned revents = ev.revents & (w->events | kAlwaysReported);
@@ -168,7 +172,7 @@ int io_readd_all(tl_loop *loop, IoBackend *io) noexcept {
         /* A stream or listener with no readiness wanted is not in the
            backend (io_interest), unless the backend drives it with
            completions (it re-arms them in add). */
-        if (slot.watcher->events == 0 && !loop->streams_completion) continue;
+        if (slot.watcher->events == 0 && !loop->handle_io->completion) continue;
         slot.state = slot.index = 0;
         int r = io->add((int)fd);
         if (r < 0 && r != -EBADF && first == 0) first = r;
@@ -208,7 +212,7 @@ int io_register(tl_loop *loop, tl_io *w, uint32_t kind, bool known_open) noexcep
     w->events = 0;
     slot = IoSlot{w, 0, 0};
     w->flags = IO_ACTIVE | kind | (w->flags & IO_UNREF);
-    w->priv[0] = reinterpret_cast<uintptr_t>(loop);
+    set_io_owner(w, loop);
     ++loop->io_count;
     return 0;
 }
@@ -241,13 +245,13 @@ int io_interest(tl_loop *loop, tl_io *w, unsigned events) noexcept {
 
 void io_unregister(tl_loop *loop, tl_io *w) noexcept {
     if (!(w->flags & IO_ACTIVE)) return;
-    if (w->events != 0 || loop->streams_completion || loop->io_slots[w->fd].state)
+    if (w->events != 0 || loop->handle_io->completion || loop->io_slots[w->fd].state)
         loop->io->remove(w->fd);
     loop->io_slots[w->fd] = IoSlot{};
     --loop->io_count;
     w->events = 0;
     w->flags &= IO_UNREF;
-    w->priv[0] = 0;
+    set_io_owner(w, nullptr);
 }
 
 int io_replace_fd(tl_loop *loop, tl_io *w, int new_fd) noexcept {
@@ -304,7 +308,7 @@ TL_API int tl_io_stop(tl_loop *loop, tl_io *w) {
     if (!loop || !w) return -EINVAL;
     TL_CHECK_LOOP_THREAD(loop);
     if (!(w->flags & IO_ACTIVE)) return 0;
-    if (owner(w) != loop) return -EINVAL;
+    if (io_owner(w) != loop) return -EINVAL;
     stop(loop, w);
     return 0;
 }
@@ -313,7 +317,7 @@ TL_API int tl_io_set_ref(tl_loop *loop, tl_io *w, int ref) {
     if (!loop || !w) return -EINVAL;
     TL_CHECK_LOOP_THREAD(loop);
     bool active = w->flags & IO_ACTIVE;
-    if (active && owner(w) != loop) return -EINVAL;
+    if (active && io_owner(w) != loop) return -EINVAL;
     bool was = w->flags & IO_UNREF;
     if (ref)
         w->flags &= ~IO_UNREF;

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A stream's write queue: wq_head .. wq_tail in queued order; the requests
- * before wq_send are complete (status set, callback due), wq_send is the
+ * A stream's write queue, as the paths run it: inline, so that a write goes
+ * from tl_stream_write in stream.cc, which queues it, down to the path that
+ * sends it, without a call back up. The queue: wq_head .. wq_tail in queued
+ * order; the requests before wq_send are complete (status set, callback due), wq_send is the
  * first with bytes left. The requests are the caller's; the array of a
  * request of 1 to 4 buffers is copied (into the request, or a block of the
  * loop's that goes back when the request completes), so the caller's may be
@@ -9,54 +11,34 @@
  * gathers the buffers it takes from here (gather) and reports the bytes the
  * kernel took (advance), on either path.
  */
-#include <cerrno>
-#include <climits>
+#ifndef TICKLOOP_LOOP_STREAM_WRITE_QUEUE_H
+#define TICKLOOP_LOOP_STREAM_WRITE_QUEUE_H
+
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
+#include <sys/uio.h>
 
-#include "stream_core.h"
+#include "loop/state.h"
+#include "loop/stream/core.h"
 
-using namespace tl::detail;
-
-namespace {
+namespace tl::detail {
 
 /* Arrays of up to this many buffers are copied by tl_stream_write: one into
  * the request itself, 2 to 4 into a block of the loop's. */
-constexpr int kCopiedIov = 4;
-
-/* Blocks are carved from chunks of this many, kept until the loop is freed:
- * after the most writes of 2-4 buffers ever queued at once, none allocates. */
-constexpr size_t kBlocksPerChunk = 64;
-struct IovChunk {
-    IovChunk *next;
-    struct iovec blocks[kBlocksPerChunk][kCopiedIov];
-};
+inline constexpr int kCopiedIov = 4;
 
 /* A free block links to the next through its first iov_base. */
-void iov_block_put(tl_loop *loop, struct iovec *block) noexcept {
+inline void iov_block_put(tl_loop *loop, struct iovec *block) noexcept {
     block[0].iov_base = loop->iov_free;
     loop->iov_free = block;
-}
-
-struct iovec *iov_block_get(tl_loop *loop) noexcept {
-    if (!loop->iov_free) {
-        auto *chunk = static_cast<IovChunk *>(std::malloc(sizeof(IovChunk)));
-        if (!chunk) return nullptr;
-        chunk->next = static_cast<IovChunk *>(loop->iov_chunks);
-        loop->iov_chunks = chunk;
-        for (auto &block : chunk->blocks) iov_block_put(loop, block);
-    }
-    struct iovec *block = loop->iov_free;
-    loop->iov_free = static_cast<struct iovec *>(block[0].iov_base);
-    return block;
 }
 
 /* The buffer a request sends next, from where its sent bytes end. One
  * buffer is the request's own copy, advanced in place; a longer array is
  * read at (index, offset). */
 /* Buffer i (>= index) of req, less what of it was sent. */
-struct iovec unsent(const tl_write_req *req, int i) noexcept {
+inline struct iovec unsent(const tl_write_req *req, int i) noexcept {
     if (req->iovcnt == 1) return req->bufs.one;
     struct iovec v = req->bufs.many.iov[i];
     if (i == req->index) {
@@ -66,17 +48,17 @@ struct iovec unsent(const tl_write_req *req, int i) noexcept {
     return v;
 }
 
-size_t cur_left(const tl_write_req *req) noexcept {
+inline size_t cur_left(const tl_write_req *req) noexcept {
     return req->index < req->iovcnt ? unsent(req, req->index).iov_len : 0;
 }
 
-void next_buf(tl_write_req *req) noexcept {
+inline void next_buf(tl_write_req *req) noexcept {
     ++req->index;
     if (req->iovcnt != 1) req->bufs.many.offset = 0;
 }
 
 /* n (<= cur_left) more bytes of the current buffer were sent. */
-void consume(tl_write_req *req, size_t n) noexcept {
+inline void consume(tl_write_req *req, size_t n) noexcept {
     if (req->iovcnt == 1) {
         req->bufs.one.iov_base = static_cast<char *>(req->bufs.one.iov_base) + n;
         req->bufs.one.iov_len -= n;
@@ -91,7 +73,7 @@ void consume(tl_write_req *req, size_t n) noexcept {
    unchanged until its callback. Its hash is kept in `status`, which is
    unused until the request completes, and compared whenever a send is
    prepared from it. */
-uint32_t iov_hash(const struct iovec *iov, int n) noexcept {
+inline uint32_t iov_hash(const struct iovec *iov, int n) noexcept {
     uint64_t h = 1469598103934665603ull;
     for (int i = 0; i < n; ++i) {
         h = (h ^ reinterpret_cast<uintptr_t>(iov[i].iov_base)) * 1099511628211ull;
@@ -100,7 +82,7 @@ uint32_t iov_hash(const struct iovec *iov, int n) noexcept {
     return (uint32_t)(h ^ h >> 32);
 }
 
-void check_caller_iov(const tl_write_req *req) noexcept {
+inline void check_caller_iov(const tl_write_req *req) noexcept {
     if (req->iovcnt <= kCopiedIov) return;
     if ((uint32_t)req->status == iov_hash(req->bufs.many.iov, req->iovcnt)) return;
     std::fprintf(stderr,
@@ -111,52 +93,21 @@ void check_caller_iov(const tl_write_req *req) noexcept {
     std::abort();
 }
 #else
-void check_caller_iov(const tl_write_req *) noexcept {}
+inline void check_caller_iov(const tl_write_req *) noexcept {}
 #endif
-
-} // namespace
-
-namespace tl::detail {
 
 /* A request's array is read only while it has bytes left: its block goes
  * back to the loop as soon as it completes. */
-void release_bufs(tl_loop *loop, tl_write_req *req) noexcept {
-    if (!(req->flags & REQ_BLOCK)) return;
-    req->flags &= ~REQ_BLOCK;
+inline void release_bufs(tl_loop *loop, tl_write_req *req) noexcept {
+    if (!(req->flags & WR_BLOCK)) return;
+    req->flags &= ~WR_BLOCK;
     iov_block_put(loop, const_cast<struct iovec *>(req->bufs.many.iov));
 }
 
 /* Steps over empty buffers; false when none with bytes is left. */
-bool skip_empty(tl_write_req *req) noexcept {
+inline bool skip_empty(tl_write_req *req) noexcept {
     while (req->index < req->iovcnt && cur_left(req) == 0) next_buf(req);
     return req->index < req->iovcnt;
-}
-
-/* Stores the request's array: copied when it has up to kCopiedIov buffers
- * (so the caller's may be on its stack), else the caller's own. */
-int set_bufs(tl_loop *loop, tl_write_req *req, const struct iovec *iov, int iovcnt) noexcept {
-    req->flags = REQ_QUEUED;
-    req->iovcnt = iovcnt;
-    req->index = 0;
-    req->status = 0;
-    if (iovcnt == 1) {
-        req->bufs.one = iov[0];
-        return 0;
-    }
-    req->bufs.many.offset = 0;
-    if (iovcnt > kCopiedIov || iovcnt == 0) {
-        req->bufs.many.iov = iov;
-#ifndef NDEBUG
-        if (iovcnt) req->status = (int)iov_hash(iov, iovcnt);
-#endif
-        return 0;
-    }
-    struct iovec *block = iov_block_get(loop);
-    if (!block) return -ENOMEM;
-    std::memcpy(block, iov, (size_t)iovcnt * sizeof *iov);
-    req->bufs.many.iov = block;
-    req->flags |= REQ_BLOCK;
-    return 0;
 }
 
 /* Fills v with up to cap buffers of the queue from wq_send on, skipping
@@ -164,8 +115,8 @@ int set_bufs(tl_loop *loop, tl_write_req *req, const struct iovec *iov, int iovc
  * path sends one request at a time, so that a close knows which requests
  * the kernel holds). Returns their number; *total is their bytes, at most
  * `limit` (the last buffer is shortened to keep it). */
-int gather(tl_stream *s, struct iovec *v, int cap, bool whole_queue, size_t limit,
-           size_t *total) noexcept {
+inline int gather(tl_stream *s, struct iovec *v, int cap, bool whole_queue, size_t limit,
+                  size_t *total) noexcept {
     int n = 0;
     size_t bytes = 0;
     for (tl_write_req *req = s->wq_send; req && n < cap && bytes < limit; req = req->next) {
@@ -184,14 +135,14 @@ int gather(tl_stream *s, struct iovec *v, int cap, bool whole_queue, size_t limi
 }
 
 /* Bytes of req not yet sent. */
-static size_t req_bytes_left(const tl_write_req *req) noexcept {
+inline size_t req_bytes_left(const tl_write_req *req) noexcept {
     size_t n = 0;
     for (int i = req->index; i < req->iovcnt; ++i) n += unsent(req, i).iov_len;
     return n;
 }
 
 /* Completes wq_send with `status` and moves to the next request. */
-void complete_send(tl_loop *loop, tl_stream *s, int status) noexcept {
+inline void complete_send(tl_loop *loop, tl_stream *s, int status) noexcept {
     tl_write_req *req = s->wq_send;
     release_bufs(loop, req);
     req->status = status;
@@ -200,7 +151,7 @@ void complete_send(tl_loop *loop, tl_stream *s, int status) noexcept {
 }
 
 /* Every request from wq_send on fails with err (a send error, or a close). */
-void fail_writes(tl_loop *loop, tl_stream *s, int err) noexcept {
+inline void fail_writes(tl_loop *loop, tl_stream *s, int err) noexcept {
     while (s->wq_send) {
         s->wq_bytes -= req_bytes_left(s->wq_send);
         complete_send(loop, s, err);
@@ -210,7 +161,7 @@ void fail_writes(tl_loop *loop, tl_stream *s, int err) noexcept {
 /* n bytes of the queue were handed to the kernel: advance through the
  * requests, completing each that has none left. Requests of zero bytes
  * complete as soon as they are reached. */
-void advance(tl_loop *loop, tl_stream *s, size_t n) noexcept {
+inline void advance(tl_loop *loop, tl_stream *s, size_t n) noexcept {
     s->wq_bytes -= n;
     while (tl_write_req *req = s->wq_send) {
         while (req->index < req->iovcnt) {
@@ -226,14 +177,6 @@ void advance(tl_loop *loop, tl_stream *s, size_t n) noexcept {
     }
 }
 
-void write_queue_free(tl_loop *loop) noexcept {
-    for (auto *chunk = static_cast<IovChunk *>(loop->iov_chunks); chunk;) {
-        IovChunk *next = chunk->next;
-        std::free(chunk);
-        chunk = next;
-    }
-    loop->iov_chunks = nullptr;
-    loop->iov_free = nullptr;
-}
-
 } // namespace tl::detail
+
+#endif /* TICKLOOP_LOOP_STREAM_WRITE_QUEUE_H */

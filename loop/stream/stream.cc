@@ -1,18 +1,27 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Streams and listeners: the loop performs the receives, sends and accepts.
+ * loop/stream/: streams and listeners, whose receives, sends and accepts the
+ * loop performs. stream.cc (here) is the core: handles, binding, the pending
+ * pass, the tl_stream_* calls and the write queue's storage; write_queue.h
+ * the queue's operations, inline in the paths; readiness.cc and
+ * completion.cc the two paths the core calls through its StreamPath table
+ * (core.h); listener.cc the listeners on both. The folder stands on io/ and
+ * calls down into it only. A write goes down one way: tl_stream_write
+ * queues it here, and its path (readiness.cc: sendmsg; completion.cc: a
+ * send request of io/uring/streams.cc) sends it, with the queue's inline
+ * operations, and never calls back into this file.
  *
- * A stream or listener is registered in the loop's fd registry (io.cc) through
- * the tl_io embedded in it, flagged IO_STREAM or IO_LISTENER, so that one fd
- * carries at most one handle of any kind, stale events are filtered by the
- * registration's generation like any watcher's, and tl_loop_fork re-adds it.
- * io_dispatch hands its events to stream_event() here instead of a callback.
+ * A stream or listener is registered in the loop's fd registry (io/io.cc)
+ * through the tl_io embedded in it, flagged IO_STREAM or IO_LISTENER, so that
+ * one fd carries at most one handle of any kind, stale events are filtered by
+ * the registration's generation like any watcher's, and tl_loop_fork re-adds
+ * it. io_dispatch hands its events to stream_event() here, through the
+ * loop's HandleIo table, instead of a callback.
  *
  * The stream core: handles, binding, the pending pass and the tl_stream_*
  * calls. What differs between the two paths (tl_loop_stream_path) is in
- * stream_readiness.cc and stream_completion.cc, reached through the loop's
- * StreamPath table (stream_core.h), chosen when its I/O backend is created;
- * the write queue is in write_queue.cc, listeners in listener.cc.
+ * readiness.cc and completion.cc, reached through the loop's
+ * StreamPath table (core.h), chosen when its I/O backend is created.
  *
  * Callbacks. Read and accept callbacks run from the dispatch of the event
  * that produced them. Write callbacks and close callbacks run from
@@ -32,7 +41,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "stream_core.h"
+#include "loop/stream/core.h"
+#include "loop/stream/stream.h"
+#include "loop/stream/write_queue.h"
 
 using namespace tl::detail;
 
@@ -56,8 +67,77 @@ bool is_pow2(uint32_t v) noexcept {
     return v && !(v & (v - 1));
 }
 
+/* The write queue's storage (its operations are write_queue.h's). */
+
+/* Blocks are carved from chunks of this many, kept until the loop is freed:
+ * after the most writes of 2-4 buffers ever queued at once, none allocates. */
+constexpr size_t kBlocksPerChunk = 64;
+struct IovChunk {
+    IovChunk *next;
+    struct iovec blocks[kBlocksPerChunk][kCopiedIov];
+};
+
+struct iovec *iov_block_get(tl_loop *loop) noexcept {
+    if (!loop->iov_free) {
+        auto *chunk = static_cast<IovChunk *>(std::malloc(sizeof(IovChunk)));
+        if (!chunk) return nullptr;
+        chunk->next = static_cast<IovChunk *>(loop->iov_chunks);
+        loop->iov_chunks = chunk;
+        for (auto &block : chunk->blocks) iov_block_put(loop, block);
+    }
+    struct iovec *block = loop->iov_free;
+    loop->iov_free = static_cast<struct iovec *>(block[0].iov_base);
+    return block;
+}
+
+/* Stores the request's array: copied when it has up to kCopiedIov buffers
+ * (so the caller's may be on its stack), else the caller's own. */
+int set_bufs(tl_loop *loop, tl_write_req *req, const struct iovec *iov, int iovcnt) noexcept {
+    req->flags = WR_QUEUED;
+    req->iovcnt = iovcnt;
+    req->index = 0;
+    req->status = 0;
+    if (iovcnt == 1) {
+        req->bufs.one = iov[0];
+        return 0;
+    }
+    req->bufs.many.offset = 0;
+    if (iovcnt > kCopiedIov || iovcnt == 0) {
+        req->bufs.many.iov = iov;
+#ifndef NDEBUG
+        if (iovcnt) req->status = (int)iov_hash(iov, iovcnt);
+#endif
+        return 0;
+    }
+    struct iovec *block = iov_block_get(loop);
+    if (!block) return -ENOMEM;
+    std::memcpy(block, iov, (size_t)iovcnt * sizeof *iov);
+    req->bufs.many.iov = block;
+    req->flags |= WR_BLOCK;
+    return 0;
+}
+
+/* Appends req (iov, iovcnt: `total` bytes) to s's queue, its array stored;
+   it becomes wq_send if nothing else is left to send. 0 or -ENOMEM, with
+   nothing queued. */
+int queue_write(tl_loop *loop, tl_stream *s, tl_write_req *req, const struct iovec *iov, int iovcnt,
+                size_t total) noexcept {
+    int r = set_bufs(loop, req, iov, iovcnt);
+    if (r < 0) return r;
+    req->stream = s;
+    req->next = nullptr;
+    if (s->wq_tail)
+        s->wq_tail->next = req;
+    else
+        s->wq_head = req;
+    s->wq_tail = req;
+    s->wq_bytes += total;
+    if (!s->wq_send) s->wq_send = req;
+    return 0;
+}
+
 tl_loop *owner(const tl_stream *s) noexcept {
-    return reinterpret_cast<tl_loop *>(s->io.priv[0]);
+    return io_owner(&s->io);
 }
 
 bool initialised(const tl_stream *s) noexcept {
@@ -101,7 +181,7 @@ int bind(tl_loop *loop, tl_stream *s, bool need_fd) noexcept {
         s->flags |= S_REG;
     } else {
         if (need_fd) return r;
-        s->io.priv[0] = reinterpret_cast<uintptr_t>(loop);
+        set_io_owner(&s->io, loop);
     }
     s->flags |= S_BOUND;
     bool unref = s->flags & S_UNREF;
@@ -114,12 +194,12 @@ int bind(tl_loop *loop, tl_stream *s, bool need_fd) noexcept {
 /* The close's last steps: the fd goes, then the callback (which may free s). */
 void finish_close(tl_loop *loop, tl_stream *s) noexcept {
     if (s->flags & S_REG) io_unregister(loop, &s->io);
-    sc(s) = 0;
+    stream_requests(s) = 0;
     if (s->fd >= 0) close(s->fd);
     handle_deactivated(loop, false); /* closing: counted as referenced */
     --loop->stats.streams_active;
     s->flags = S_MAGIC | S_CLOSED | (s->flags & S_UNREF);
-    s->io.priv[0] = 0;
+    set_io_owner(&s->io, nullptr);
     listeners_resume(loop); /* a descriptor is free again */
     if (s->close_cb) s->close_cb(loop, s);
 }
@@ -156,17 +236,6 @@ uint64_t run_stream(tl_loop *loop, tl_stream *s) noexcept {
 
 namespace tl::detail {
 
-void mark_pending(tl_loop *loop, tl_stream *s) noexcept {
-    if (s->flags & S_PENDING) return;
-    s->flags |= S_PENDING;
-    s->pending_next = nullptr;
-    if (loop->stream_pending_tail)
-        loop->stream_pending_tail->pending_next = s;
-    else
-        loop->stream_pending_head = s;
-    loop->stream_pending_tail = s;
-}
-
 int streams_configure(tl_loop *loop, const tl_loop_options *opts) noexcept {
     uint32_t size = opts->read_buffer_size ? opts->read_buffer_size : kDefaultReadBufferSize;
     uint32_t count = opts->read_buffer_count ? opts->read_buffer_count : kDefaultReadBufferCount;
@@ -180,19 +249,27 @@ int streams_configure(tl_loop *loop, const tl_loop_options *opts) noexcept {
     return 0;
 }
 
+void write_queue_free(tl_loop *loop) noexcept {
+    for (auto *chunk = static_cast<IovChunk *>(loop->iov_chunks); chunk;) {
+        IovChunk *next = chunk->next;
+        std::free(chunk);
+        chunk = next;
+    }
+    loop->iov_chunks = nullptr;
+    loop->iov_free = nullptr;
+}
+
 void streams_close(tl_loop *loop) noexcept {
     std::free(loop->read_buf);
     loop->read_buf = nullptr;
     write_queue_free(loop);
 }
 
-void streams_choose_path(tl_loop *loop) noexcept {
-    loop->stream_path = loop->streams_completion ? &kCompletionPath : &kReadinessPath;
-}
+namespace {
 
 void stream_event(tl_loop *loop, tl_io *w, const ReadyEvent &ev) noexcept {
     if (w->flags & IO_LISTENER)
-        listener_event(loop, listener_of(w), ev);
+        path(loop).listener_event(loop, listener_of(w), ev);
     else
         path(loop).event(loop, stream_of(w), ev);
 }
@@ -205,9 +282,31 @@ void stream_stale(tl_loop *loop, const ReadyEvent &ev) noexcept {
 }
 
 int stream_readd(tl_loop *loop, IoBackend *io, tl_io *w) noexcept {
-    if (w->flags & IO_LISTENER) return listener_readd(loop, io, listener_of(w));
     const StreamPath &p = path(loop);
+    if (w->flags & IO_LISTENER)
+        return p.listener_readd ? p.listener_readd(loop, io, listener_of(w)) : 0;
     return p.readd ? p.readd(loop, io, stream_of(w)) : 0;
+}
+
+const HandleIo kReadinessIo = {
+    .completion = false,
+    .event = stream_event,
+    .stale = stream_stale,
+    .readd = stream_readd,
+};
+const HandleIo kCompletionIo = {
+    .completion = true,
+    .event = stream_event,
+    .stale = stream_stale,
+    .readd = stream_readd,
+};
+
+} // namespace
+
+void streams_choose_path(tl_loop *loop) noexcept {
+    const bool completion = loop->streams_completion;
+    loop->stream_path = completion ? &kCompletionPath : &kReadinessPath;
+    loop->handle_io = completion ? &kCompletionIo : &kReadinessIo;
 }
 
 uint64_t streams_run_pending(tl_loop *loop) noexcept {
@@ -291,19 +390,10 @@ TL_API int tl_stream_write(tl_loop *loop, tl_stream *s, tl_write_req *req, const
     if (req == s->wq_head || req == s->wq_send || req == s->wq_tail) return -EBUSY;
     r = bind(loop, s, true);
     if (r < 0) return r;
-    r = set_bufs(loop, req, iov, iovcnt);
+    r = queue_write(loop, s, req, iov, iovcnt, total);
     if (r < 0) return r;
-    req->stream = s;
     req->cb = cb;
-    req->next = nullptr;
-    if (s->wq_tail)
-        s->wq_tail->next = req;
-    else
-        s->wq_head = req;
-    s->wq_tail = req;
-    s->wq_bytes += total;
-    bool first = !s->wq_send;
-    if (first) s->wq_send = req;
+    bool first = s->wq_send == req;
     if (s->error) {
         fail_writes(loop, s, s->error);
         return 0;

@@ -32,10 +32,10 @@
  * The dispatch holds no pointer across a callback (it takes the head afresh
  * each time), so callbacks may stop, restart or free any timer they stopped.
  */
-#include "clock.h"
-#include "lateness.h"
-#include "timer_state.h"
-#include "verify.h"
+#include "loop/clock.h"
+#include "loop/lateness.h"
+#include "loop/timer/state.h"
+#include "loop/verify.h"
 
 using namespace tl::detail;
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The io_uring backend's completion path for streams and listeners
- * (CompletionOps in io_backend.h; the class is in uring_backend.h): the
+ * (CompletionOps in io/backend.h; the class is in uring.h): the
  * registered buffer ring and its read buffers (parked per stream while the
  * stream does not read), multishot receive and accept, vectored sends whose
  * msghdr lives in a per-SQE slot, cancellation, and the completions of
@@ -18,12 +18,12 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "io.h"
-#include "io_backend.h"
-#include "io_event.h"
-#include "loop.h"
-#include "uring_backend.h"
-#include "uring_shim.h"
+#include "loop/io/backend.h"
+#include "loop/io/io.h"
+#include "loop/io/uring/shim.h"
+#include "loop/io/uring/uring.h"
+#include "loop/io_event.h"
+#include "loop/state.h"
 
 namespace tl::detail {
 
@@ -196,21 +196,28 @@ bool UringBackend::buffer_unpark(uint32_t *chain, uint32_t *bid, uint32_t *len) 
     return true;
 }
 
-/* A stream's or listener's completion: to the loop if its registration
-   is current, else cleaned up here. */
-void UringBackend::stream_cqe(const io_uring_cqe *cqe, ReadyEvent *out, int &ready) noexcept {
+/* A stream's or listener's completion, from reap: to the loop if its
+   registration is current, else cleaned up here. It carries data and
+   cannot be asked for again: false (b.full) if the batch has no room, and
+   it stays in the CQ for the next wait. */
+bool UringBackend::stream_cqe(const io_uring_cqe *cqe, Reaped &b) noexcept {
     uint64_t tag = io_uring_cqe_get_data64(cqe);
     uint64_t base = req_base(tag);
     unsigned kind = req_kind(tag);
+    if (b.ready == b.cap) {
+        b.full = true;
+        return false;
+    }
     if (!io_current(loop_, base)) {
         if (cqe->flags & IORING_CQE_F_BUFFER) buffer_release(cqe->flags >> IORING_CQE_BUFFER_SHIFT);
         if (kind == REQ_ACCEPT && cqe->res >= 0) close(cqe->res);
-        return;
+        return true;
     }
     ReadyEvent ev{base, kCompletion | kind};
     ev.res = cqe->res;
     ev.cflags = cqe->flags;
-    out[ready++] = ev;
+    b.out[b.ready++] = ev;
+    return true;
 }
 
 void UringBackend::streams_free() noexcept {

@@ -1,11 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
+ * loop/io/uring/: the io_uring I/O backend (liburing), one class
+ * (UringBackend, uring.h) defined in three files by subject: uring.cc (here)
+ * the ring, poll.cc readiness through single-shot polls, streams.cc the
+ * streams' completion requests; shim.h is every use of liburing's internals.
+ *
  * The io_uring I/O backend (liburing), its ring: setup, enable, the enter
  * and its absolute timeout, the wait and the reaping of completions, flush,
  * and tl_loop_fd's eventfd. Readiness comes through poll requests
- * (uring_poll.cc) and the streams' completion path through the buffer ring
- * (uring_streams.cc); the class is declared in uring_backend.h, and
- * liburing's internals are reached only through uring_shim.h. Waits take a
+ * (poll.cc) and the streams' completion path through the buffer ring
+ * (streams.cc); the class is declared in uring.h, and
+ * liburing's internals are reached only through shim.h. Waits take a
  * nanosecond timeout passed to io_uring_enter (EXT_ARG): no timeout SQE and
  * no syscall of its own per iteration.
  *
@@ -26,15 +31,14 @@
  * or TICKLOOP_URING_ABS_TIMER=0, wait for the time that remains from a fresh
  * clock read. Either way the enter is made here, not by liburing (2.3 has no
  * absolute-timeout call): the SQ tail is published as liburing does
- * (uring_shim.h), and the same enter submits the queued re-arms and waits.
+ * (shim.h), and the same enter submits the queued re-arms and waits.
  *
- * Ring setup (uring_backend_create, below; uring_backend.h has the rest):
+ * Ring setup (uring_backend_create, below; uring.h has the rest):
  * SINGLE_ISSUER | DEFER_TASKRUN (6.1), else COOP_TASKRUN (5.19), else plain;
  * never SQPOLL.
  */
 #include "tl_config.h"
 
-#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -46,15 +50,14 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "io_backend.h"
+#include "loop/io/backend.h"
 
 #if TL_HAVE_LIBURING
-#include "clock.h"
-#include "io.h"
-#include "io_event.h"
-#include "loop.h"
-#include "uring_backend.h"
-#include "uring_shim.h"
+#include "loop/io/io.h"
+#include "loop/io/uring/shim.h"
+#include "loop/io/uring/uring.h"
+#include "loop/io_event.h"
+#include "loop/state.h"
 
 namespace tl::detail {
 
@@ -97,7 +100,7 @@ bool UringBackend::needs_enter() const noexcept {
 int UringBackend::flush() noexcept {
     int r = enable();
     if (r < 0) return r;
-    rearm_pending();
+    arm_queued();
     r = io_uring_submit(&ring_);
     return r < 0 && r != -EBUSY && r != -EAGAIN ? r : 0;
 }
@@ -132,7 +135,7 @@ int UringBackend::wait(uint64_t deadline_ns, ReadyEvent *out, int cap) noexcept 
     int r = enable();
     if (r < 0) return r;
     if (evfd_ >= 0) drain_eventfd();
-    rearm_pending();
+    arm_queued();
     if (deadline_ns == 0) {
         /* NOWAIT: never block, and enter the kernel only to submit or
            when it flags work for us (deferred task work, CQ overflow):
@@ -294,18 +297,22 @@ void UringBackend::post_deferred() noexcept {
     }
 }
 
-/* Turns the completions waiting in the CQ (up to kMaxEvents of them)
-   into events in out[*ready..cap). A readiness that finds the batch full
-   is not kept: by the next iteration it may be stale (the fd drained
-   meanwhile), so its poll is re-armed instead, and the kernel reports it
-   again then if the fd is still ready, as epoll re-checks its ready list
-   at each wait. *split is where those re-arms start in queue_ (SIZE_MAX
-   while there are none). A stream's completion carries data and cannot
-   be asked for again: one that finds the batch full stays in the CQ,
-   with every completion after it, for the next iteration (*full is then
-   set). Returns the CQEs consumed. */
-unsigned UringBackend::reap_ring(ReadyEvent *out, int cap, int *ready, size_t *split,
-                                 bool *full) noexcept {
+/* The completion of one of the backend's own requests (a poll's removal
+   or update, a stream's cancellation): one whose target already completed
+   (or is completing) lost a harmless race; anything else is a bug in what
+   was asked. */
+void UringBackend::own_cqe(const io_uring_cqe *cqe) noexcept {
+    int res = cqe->res;
+    if (res < 0 && res != -ENOENT && res != -EALREADY && res != -ECANCELED)
+        io_internal_error(loop_, "io_uring poll remove/update", res);
+}
+
+/* Hands the completions waiting in the CQ (up to kMaxEvents of them) to
+   the handler of their kind: the backend's own requests here, polls to
+   poll.cc, streams' and listeners' requests to streams.cc. Returns the
+   CQEs consumed: all of them, or those before one that found the batch
+   full (b.full). */
+unsigned UringBackend::reap_ring(Reaped &b) noexcept {
     /* An empty CQ is not peeked: liburing's peek then enters the kernel
        for the task work itself, which is reap's decision. */
     if (!io_uring_cq_ready(&ring_)) return 0;
@@ -313,45 +320,14 @@ unsigned UringBackend::reap_ring(ReadyEvent *out, int cap, int *ready, size_t *s
     unsigned n = io_uring_peek_batch_cqe(&ring_, cqes, kMaxEvents);
     for (unsigned i = 0; i < n; ++i) {
         uint64_t tag = io_uring_cqe_get_data64(cqes[i]);
-        int res = cqes[i]->res;
         if (tag == kBackendTag) {
-            /* A removal or update whose poll already completed (or is
-               completing) lost a harmless race; anything else is a bug
-               in what we asked. */
-            if (res < 0 && res != -ENOENT && res != -EALREADY && res != -ECANCELED)
-                io_internal_error(loop_, "io_uring poll remove/update", res);
-            continue;
+            own_cqe(cqes[i]);
+        } else if (req_kind(tag) == REQ_POLL) {
+            poll_cqe(cqes[i], b);
+        } else if (!stream_cqe(cqes[i], b)) {
+            io_uring_cq_advance(&ring_, i);
+            return i;
         }
-        if (req_kind(tag) != REQ_POLL) {
-            if (*ready == cap) {
-                *full = true;
-                io_uring_cq_advance(&ring_, i);
-                return i;
-            }
-            stream_cqe(cqes[i], out, *ready);
-            continue;
-        }
-        IoSlot *slot = io_current(loop_, tag);
-        if (!slot) continue; /* stale: the loop dropped this registration */
-        slot->state &= ~kArmed;
-        if (res == -ECANCELED) continue;
-        if (*ready == cap) {
-            /* No room in this iteration: ask the kernel again at the
-               next wait (a failed poll fails again and is reported
-               then). */
-            if (*split == SIZE_MAX) *split = queue_count_;
-            enqueue(io_tag_fd(tag));
-            continue;
-        }
-        if (res < 0) {
-            /* The poll itself failed (the fd was closed, say): report it
-               once and stay quiet, as epoll drops a closed fd. */
-            out[(*ready)++] = ReadyEvent{tag, TL_ERROR};
-            continue;
-        }
-        enqueue(io_tag_fd(tag));
-        unsigned revents = tl_events((uint32_t)res);
-        if (revents) out[(*ready)++] = ReadyEvent{tag, revents};
     }
     io_uring_cq_advance(&ring_, n);
     return n;
@@ -365,37 +341,28 @@ unsigned UringBackend::reap_ring(ReadyEvent *out, int cap, int *ready, size_t *s
    the events of one iteration are what the kernel said during its wait,
    and the completions of the loop's own requests (updates, removals)
    never take the place of readiness. At most cap become events; the
-   rest are re-armed (reap_ring), ahead of the polls of the fds reported
-   now, so that with more ready fds than a batch each gets its turn.
-   Bounded: each registration has at most one poll in flight and none is
-   re-armed before the next wait. */
+   readiness the batch has no room for is re-armed (poll_cqe), ahead of
+   the polls of the fds reported now, so that with more ready fds than a
+   batch each gets its turn. Bounded: each registration has at most one
+   poll in flight and none is re-armed before the next wait. */
 int UringBackend::reap(ReadyEvent *out, int cap) noexcept {
     if (cap > kMaxEvents) cap = kMaxEvents;
-    int ready = 0;
-    const size_t first = queue_count_;
-    size_t split = SIZE_MAX;
-    bool full = false;
-    for (unsigned round = 0; round < kCqEntries && !full; ++round) {
-        if (reap_ring(out, cap, &ready, &split, &full)) continue;
+    Reaped b{out, cap, 0, queue_count_, SIZE_MAX, false};
+    for (unsigned round = 0; round < kCqEntries && !b.full; ++round) {
+        if (reap_ring(b)) continue;
         if (!(uring_shim::sq_flags(&ring_) & IORING_SQ_TASKRUN)) break;
         /* Only readiness needs the rest now. When this iteration has
            events and none of them was a poll's (a server on streams),
            the next wait's own enter runs that task work: an enter here
            too would be a syscall more per iteration, two in three of an
            HTTP server's. */
-        if (ready > 0 && queue_count_ == first) break;
+        if (b.ready > 0 && queue_count_ == b.first) break;
         int r = io_uring_get_events(&ring_);
         if (r < 0 && r != -EINTR && r != -EBUSY && r != -EAGAIN) break;
         if (!io_uring_cq_ready(&ring_)) break;
     }
-    if (split != SIZE_MAX && split > first) {
-        /* queue_[first, split): the fds reported now; [split, end): the
-           ones the batch had no room for. Those go first. */
-        std::rotate(queue_ + first, queue_ + split, queue_ + queue_count_);
-        for (size_t i = first; i < queue_count_; ++i)
-            loop_->io_slots[queue_[i]].index = (uint32_t)i;
-    }
-    return ready;
+    rearm_unreported_first(b);
+    return b.ready;
 }
 
 int uring_backend_create(tl_loop *loop, IoBackend **out) noexcept {

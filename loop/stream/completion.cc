@@ -3,13 +3,14 @@
  * The completion path of streams (io_uring): the backend keeps a multishot
  * receive per reading stream into its ring of provided buffers and one
  * vectored send per writing stream; their completions arrive as ReadyEvents
- * with revents kCompletion (uring_streams.cc). Data received while a stream
+ * with revents kCompletion (io/uring/streams.cc). Data received while a stream
  * does not read is parked, in order, in the ring's buffers until it reads
  * again.
  */
 #include <cerrno>
 
-#include "stream_core.h"
+#include "loop/stream/core.h"
+#include "loop/stream/write_queue.h"
 
 using namespace tl::detail;
 
@@ -18,7 +19,7 @@ namespace {
 /* Arms the multishot receive of a reading stream, unless one is armed or
    parked data must go first (the pending pass delivers it, then arms). */
 void start_recv(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept {
-    if ((s->flags & (S_READING | S_CLOSING)) != S_READING || (sc(s) & SC_RECV)) return;
+    if ((s->flags & (S_READING | S_CLOSING)) != S_READING || (stream_requests(s) & SC_RECV)) return;
     if (s->parked) {
         mark_pending(loop, s);
         return;
@@ -28,19 +29,19 @@ void start_recv(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept {
         io_internal_error(loop, "io_uring receive", r);
         return;
     }
-    sc(s) |= SC_RECV;
+    stream_requests(s) |= SC_RECV;
 }
 
 void cancel_recv(tl_loop *loop, tl_stream *s) noexcept {
-    if ((sc(s) & (SC_RECV | SC_CANCEL)) != SC_RECV) return;
+    if ((stream_requests(s) & (SC_RECV | SC_CANCEL)) != SC_RECV) return;
     ops(loop).stream_cancel(s->fd, REQ_RECV);
-    sc(s) |= SC_CANCEL;
+    stream_requests(s) |= SC_CANCEL;
 }
 
 /* Submits the next send of the queue (one in flight per stream; a short
    send is continued from its completion). Empty requests complete here. */
 void start_send(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept {
-    if (sc(s) & SC_SEND) return;
+    if (stream_requests(s) & SC_SEND) return;
     while (tl_write_req *req = s->wq_send) {
         if (s->error || (s->flags & S_CLOSING)) return;
         if (!skip_empty(req)) {
@@ -57,7 +58,7 @@ void start_send(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept {
             fail_writes(loop, s, r);
             return;
         }
-        sc(s) |= SC_SEND;
+        stream_requests(s) |= SC_SEND;
         return;
     }
 }
@@ -81,7 +82,7 @@ void deliver_parked(tl_loop *loop, tl_stream *s) noexcept {
 
 void recv_completion(tl_loop *loop, tl_stream *s, const ReadyEvent &ev) noexcept {
     const bool more = ev.cflags & IORING_CQE_F_MORE_BIT;
-    if (!more) sc(s) &= ~(SC_RECV | SC_CANCEL);
+    if (!more) stream_requests(s) &= ~(SC_RECV | SC_CANCEL);
     if (ev.cflags & IORING_CQE_F_BUFFER_BIT) {
         uint32_t bid = ev.cflags >> 16;
         if (s->flags & S_CLOSING) {
@@ -119,7 +120,7 @@ void recv_completion(tl_loop *loop, tl_stream *s, const ReadyEvent &ev) noexcept
 }
 
 void send_completion(tl_loop *loop, tl_stream *s, const ReadyEvent &ev) noexcept {
-    sc(s) &= ~SC_SEND;
+    stream_requests(s) &= ~SC_SEND;
     tl_write_req *req = s->wq_send;
     if (!req) return;
     if (s->flags & S_CLOSING) {
@@ -169,7 +170,7 @@ void write_queued(tl_loop *loop, tl_stream *s, bool) noexcept {
 void closing(tl_loop *loop, tl_stream *s) noexcept {
     cancel_recv(loop, s);
     drop_parked(loop, s);
-    tl_write_req *sending = sc(s) & SC_SEND ? s->wq_send : nullptr;
+    tl_write_req *sending = stream_requests(s) & SC_SEND ? s->wq_send : nullptr;
     if (!sending) {
         fail_writes(loop, s, -ECANCELED);
         return;
@@ -200,7 +201,7 @@ void after_callbacks(tl_loop *, tl_stream *) noexcept {}
 
 int readd(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept {
     /* The requests and buffers of the old backend are gone with it. */
-    sc(s) = 0;
+    stream_requests(s) = 0;
     s->parked = 0;
     if ((s->flags & (S_READING | S_CLOSING)) == S_READING) {
         int r = io->completion()->stream_buffers();
@@ -211,13 +212,76 @@ int readd(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept {
     return 0;
 }
 
+/* Listeners: a multishot accept per listener, one completion per socket. */
+int accept_start(tl_loop *loop, tl_listener *l) noexcept {
+    int r = ops(loop).listener_accept(l->fd);
+    if (r == 0) l->flags |= L_ARMED;
+    return r;
+}
+
+void cancel_accept(tl_loop *loop, tl_listener *l) noexcept {
+    if ((l->flags & (L_ARMED | L_CANCEL)) != L_ARMED) return;
+    ops(loop).stream_cancel(l->fd, REQ_ACCEPT);
+    l->flags |= L_CANCEL;
+}
+
+void accept_resume(tl_loop *loop, tl_listener *l) noexcept {
+    /* An accept still armed (its cancellation under way) is re-armed by its
+       last completion. */
+    if (l->flags & L_ARMED) return;
+    int r = ops(loop).listener_accept(l->fd);
+    if (r < 0) {
+        io_internal_error(loop, "io_uring accept", r);
+        return;
+    }
+    l->flags |= L_ARMED;
+}
+
+/* One completion of l's multishot accept. */
+void listener_event(tl_loop *loop, tl_listener *l, const ReadyEvent &ev) noexcept {
+    if (!(ev.cflags & IORING_CQE_F_MORE_BIT)) l->flags &= ~(L_ARMED | L_CANCEL);
+    int res = ev.res;
+    if (res >= 0) {
+        /* One accepted while a pause's cancellation was on its way is
+           still a connection for the callback. */
+        if (!accepted(loop, l, res)) return; /* stopped (and maybe freed) */
+    } else if (res != -ECANCELED && res != -EINTR && res != -ECONNABORTED && res != -EPROTO &&
+               res != -EAGAIN) {
+        accept_failed(loop, l, res);
+        return;
+    }
+    if (!(l->flags & (L_ARMED | L_PAUSED))) accept_resume(loop, l);
+}
+
+int listener_readd(tl_loop *, IoBackend *io, tl_listener *l) noexcept {
+    l->flags &= ~(L_ARMED | L_CANCEL);
+    if (l->flags & L_PAUSED) return 0;
+    int r = io->completion()->listener_accept(l->fd);
+    if (r == 0) l->flags |= L_ARMED;
+    return r;
+}
+
 } // namespace
 
 namespace tl::detail {
 
 const StreamPath kCompletionPath = {
-    "completion", prepare_read, read_started,     cancel_recv,     write_queued,
-    closing,      event,        before_callbacks, after_callbacks, readd,
+    .name = "completion",
+    .prepare_read = prepare_read,
+    .read_started = read_started,
+    .read_stopped = cancel_recv,
+    .write_queued = write_queued,
+    .closing = closing,
+    .event = event,
+    .before_callbacks = before_callbacks,
+    .after_callbacks = after_callbacks,
+    .readd = readd,
+    .accept_start = accept_start,
+    .accept_pause = cancel_accept,
+    .accept_resume = accept_resume,
+    .accept_stop = cancel_accept,
+    .listener_event = listener_event,
+    .listener_readd = listener_readd,
 };
 
 } // namespace tl::detail

@@ -6,9 +6,9 @@
 #ifndef TICKLOOP_LOOP_TIMER_STATE_H
 #define TICKLOOP_LOOP_TIMER_STATE_H
 
-#include "handle_flags.h"
-#include "loop.h"
-#include "timer_queue.h"
+#include "loop/handle_flags.h"
+#include "loop/state.h"
+#include "loop/timer_queue.h"
 
 namespace tl::detail {
 
