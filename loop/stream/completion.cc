@@ -19,7 +19,8 @@ namespace {
 /* Arms the multishot receive of a reading stream, unless one is armed or
    parked data must go first (the pending pass delivers it, then arms). */
 void start_recv(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept {
-    if ((s->flags & (S_READING | S_CLOSING)) != S_READING || (stream_requests(s) & SC_RECV)) return;
+    const uint32_t state = s->flags & (S_READING | S_CLOSING | S_CONNECTING);
+    if (state != S_READING || (stream_requests(s) & SC_RECV)) return;
     if (s->parked) {
         mark_pending(loop, s);
         return;
@@ -41,7 +42,7 @@ void cancel_recv(tl_loop *loop, tl_stream *s) noexcept {
 /* Submits the next send of the queue (one in flight per stream; a short
    send is continued from its completion). Empty requests complete here. */
 void start_send(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept {
-    if (stream_requests(s) & SC_SEND) return;
+    if ((stream_requests(s) & SC_SEND) || (s->flags & S_CONNECTING)) return;
     while (tl_write_req *req = s->wq_send) {
         if (s->error || (s->flags & S_CLOSING)) return;
         if (!skip_empty(req)) {
@@ -170,6 +171,7 @@ void write_queued(tl_loop *loop, tl_stream *s, bool) noexcept {
 void closing(tl_loop *loop, tl_stream *s) noexcept {
     cancel_recv(loop, s);
     drop_parked(loop, s);
+    if (stream_requests(s) & SC_CONNECT) ops(loop).stream_cancel(s->fd, REQ_SEND);
     tl_write_req *sending = stream_requests(s) & SC_SEND ? s->wq_send : nullptr;
     if (!sending) {
         fail_writes(loop, s, -ECANCELED);
@@ -184,10 +186,31 @@ void closing(tl_loop *loop, tl_stream *s) noexcept {
     s->wq_send = sending;
 }
 
+int connect(tl_loop *loop, tl_stream *s, const struct sockaddr *addr, socklen_t len) noexcept {
+    int r = ops(loop).stream_connect(s->fd, addr, len);
+    if (r < 0) return r;
+    stream_requests(s) |= SC_CONNECT;
+    return 0;
+}
+
+void connected(tl_loop *loop, tl_stream *s) noexcept {
+    start_recv(loop, loop->io, s);
+    start_send(loop, loop->io, s);
+}
+
+/* The completion of a connect (it carries REQ_SEND). A closing stream's
+   callback is already due with -ECANCELED. */
+bool connect_completion(tl_loop *loop, tl_stream *s, const ReadyEvent &ev) noexcept {
+    if (!(stream_requests(s) & SC_CONNECT)) return false;
+    stream_requests(s) &= ~SC_CONNECT;
+    if (!(s->flags & S_CLOSING)) connect_ended(loop, s, ev.res < 0 ? ev.res : 0);
+    return true;
+}
+
 void event(tl_loop *loop, tl_stream *s, const ReadyEvent &ev) noexcept {
     if ((ev.revents & kCompletionKindMask) == REQ_RECV)
         recv_completion(loop, s, ev);
-    else
+    else if (!connect_completion(loop, s, ev))
         send_completion(loop, s, ev);
 }
 
@@ -276,6 +299,8 @@ const StreamPath kCompletionPath = {
     .before_callbacks = before_callbacks,
     .after_callbacks = after_callbacks,
     .readd = readd,
+    .connect = connect,
+    .connected = connected,
     .accept_start = accept_start,
     .accept_pause = cancel_accept,
     .accept_resume = accept_resume,

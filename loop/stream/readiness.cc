@@ -52,6 +52,8 @@ constexpr int kSendIov = 64;
  * same iteration. A write sent at once never sets it. */
 unsigned wanted(const tl_stream *s) noexcept {
     if (s->flags & (S_CLOSING | S_CLOSED)) return 0;
+    /* Connecting: writability ends the connect; nothing else yet. */
+    if (s->flags & S_CONNECTING) return s->flags & S_CONNECT_DONE ? 0 : TL_WRITE;
     unsigned ev = 0;
     if (s->flags & S_READING) ev |= TL_READ;
     if (s->error == 0 && (s->wq_send || (s->wq_head && (s->io.events & TL_WRITE)))) ev |= TL_WRITE;
@@ -130,7 +132,7 @@ int read_started(tl_loop *loop, tl_stream *s) noexcept {
 }
 
 void write_queued(tl_loop *loop, tl_stream *s, bool first) noexcept {
-    if (!first) return;
+    if (!first || (s->flags & S_CONNECTING)) return;
     /* Sent at once: the pending pass runs the callback, and there is no
        interest to change before it. */
     flush_writes(loop, s);
@@ -142,9 +144,61 @@ void closing(tl_loop *loop, tl_stream *s) noexcept {
     update_interest(loop, s);
 }
 
+/* Errors of connect(2) that are the peer's or the network's answer: the
+   callback gets them, as it gets them from a connect under way. */
+bool answer_of_peer(int err) noexcept {
+    switch (err) {
+    case ECONNREFUSED: /* no listener (TCP, or a UNIX socket file) */
+    case ENOENT:       /* no UNIX socket at that path */
+    case EAGAIN:       /* a UNIX listener's backlog is full */
+    case ENETUNREACH:
+    case EHOSTUNREACH:
+    case ETIMEDOUT:
+    case ECONNRESET:
+    case ECONNABORTED:
+        return true;
+    default:
+        return false;
+    }
+}
+
+int connect(tl_loop *loop, tl_stream *s, const struct sockaddr *addr, socklen_t len) noexcept {
+    int r;
+    do r = ::connect(s->fd, addr, len);
+    while (r < 0 && errno == EINTR);
+    if (r == 0 || answer_of_peer(errno)) {
+        connect_ended(loop, s, r == 0 ? 0 : -errno); /* UNIX connects at once */
+        return 0;
+    }
+    if (errno != EINPROGRESS) return -errno;
+    r = io_interest(loop, &s->io, wanted(s));
+    if (r < 0) connect_ended(loop, s, r);
+    return 0;
+}
+
+/* Writability (or an error) of a connecting socket: the connect ended. */
+void connect_event(tl_loop *loop, tl_stream *s) noexcept {
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) err = errno;
+    if (err == EINPROGRESS || err == EALREADY) return; /* not yet */
+    connect_ended(loop, s, -err);
+    update_interest(loop, s);
+}
+
+void connected(tl_loop *loop, tl_stream *s) noexcept {
+    if (s->wq_send) flush_writes(loop, s);
+    update_interest(loop, s);
+}
+
 void event(tl_loop *loop, tl_stream *s, const ReadyEvent &ev) noexcept {
     if (s->flags & (S_CLOSING | S_CLOSED)) return;
     unsigned revents = ev.revents;
+    if (s->flags & S_CONNECTING) {
+        if (!(s->flags & S_CONNECT_DONE) && (revents & (TL_WRITE | TL_ERROR | TL_HUP)))
+            connect_event(loop, s);
+        return;
+    }
     if (s->wq_send && (revents & (TL_WRITE | TL_ERROR | TL_HUP))) flush_writes(loop, s);
     if ((s->flags & S_READING) && (revents & (TL_READ | TL_ERROR | TL_HUP))) do_reads(loop, s);
     update_interest(loop, s);
@@ -204,6 +258,8 @@ const StreamPath kReadinessPath = {
     .before_callbacks = nothing,
     .after_callbacks = update_interest,
     .readd = nullptr,
+    .connect = connect,
+    .connected = connected,
     .accept_start = accept_start,
     .accept_pause = accept_pause,
     .accept_resume = accept_resume,
