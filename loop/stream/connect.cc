@@ -176,6 +176,9 @@ TL_API int tl_stream_connect(tl_loop *loop, tl_stream *s, const struct sockaddr 
     if (addrlen < min_addrlen(addr->sa_family)) return -EINVAL;
     r = check_family(s->fd, addr->sa_family);
     if (r < 0) return r;
+    /* Connected already (given to tl_stream_init so): the same answer on
+       every path, before io_uring's connect would report it late. */
+    if (has_peer(s->fd)) return -EINVAL;
     r = stream_bind(loop, s);
     if (r < 0) return r;
     s->io.cb = reinterpret_cast<tl_io_cb>(cb);
