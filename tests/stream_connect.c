@@ -396,18 +396,21 @@ Test(stream_connect, close_from_connect_callback) {
 
 /* ---- shutdown ------------------------------------------------------------ */
 
-/* A connected pair: c connected by the loop, *sfd the accepted end. */
-static void connected_pair(tl_loop *loop, int fam, client *c, where *w, int *lfd, int *sfd) {
+/* A connected pair: *loop a new loop, c connected by it, *sfd the accepted
+ * end. False (nothing left open) when fam cannot be bound here. */
+static int connected_pair(tl_loop **loop, int fam, client *c, where *w, int *lfd, int *sfd) {
     *lfd = bound_socket(fam, w, 8);
-    if (*lfd < 0) return;
+    if (*lfd < 0) return 0;
+    *loop = new_loop();
     client_init(c, w->family);
-    cr_assert_eq(connect_to(loop, c, w), 0);
-    run_until_trace(loop, c, 1);
+    cr_assert_eq(connect_to(*loop, c, w), 0);
+    run_until_trace(*loop, c, 1);
     cr_assert_eq(c->connect_status, 0);
     *sfd = accept4(*lfd, NULL, NULL, SOCK_CLOEXEC);
     cr_assert(*sfd >= 0);
     c->ntrace = 0;
     memset(c->trace, 0, sizeof c->trace);
+    return 1;
 }
 
 /* 4 MiB written, then a shutdown: the shutdown waits for the bytes, its
@@ -418,15 +421,11 @@ Test(stream_connect, shutdown_after_write, .timeout = 60) {
     char *big = malloc(kBytes);
     for (size_t i = 0; i < kBytes; ++i) big[i] = (char)(i * 7);
     for (int fam = 0; fam < FAM_COUNT; ++fam) {
-        tl_loop *loop = new_loop();
+        tl_loop *loop;
         client c;
         where w;
         int lfd, sfd;
-        connected_pair(loop, fam, &c, &w, &lfd, &sfd);
-        if (lfd < 0) {
-            free_loop(loop);
-            continue;
-        }
+        if (!connected_pair(&loop, fam, &c, &w, &lfd, &sfd)) continue;
         struct iovec v = {big, kBytes};
         cr_assert_eq(tl_stream_write(loop, &c.s, &c.req[0], &v, 1, on_write), 0);
         cr_assert_eq(tl_stream_shutdown(loop, &c.s, on_shutdown), 0);
@@ -467,15 +466,11 @@ Test(stream_connect, shutdown_after_write, .timeout = 60) {
  * (test-shutdown-twice); so is a write after it. */
 Test(stream_connect, shutdown_twice) {
     for (int fam = 0; fam < FAM_COUNT; ++fam) {
-        tl_loop *loop = new_loop();
+        tl_loop *loop;
         client c;
         where w;
         int lfd, sfd;
-        connected_pair(loop, fam, &c, &w, &lfd, &sfd);
-        if (lfd < 0) {
-            free_loop(loop);
-            continue;
-        }
+        if (!connected_pair(&loop, fam, &c, &w, &lfd, &sfd)) continue;
         cr_assert_eq(tl_stream_shutdown(loop, &c.s, on_shutdown), 0);
         cr_assert_eq(tl_stream_shutdown(loop, &c.s, on_shutdown), -EPIPE);
         run_until_trace(loop, &c, 1);
@@ -493,25 +488,19 @@ Test(stream_connect, shutdown_twice) {
     }
 }
 
-/* A close right after a shutdown cancels it: its callback, then the close's
- * (test-shutdown-close); the same from the shutdown's callback closes
- * normally. */
+/* A close right after a shutdown cancels it: the write's callback, the
+ * shutdown's, then the close's (test-shutdown-close). */
 Test(stream_connect, shutdown_then_close) {
     for (int fam = 0; fam < FAM_COUNT; ++fam) {
-        tl_loop *loop = new_loop();
+        tl_loop *loop;
         client c;
         where w;
         int lfd, sfd;
-        connected_pair(loop, fam, &c, &w, &lfd, &sfd);
-        if (lfd < 0) {
-            free_loop(loop);
-            continue;
-        }
+        if (!connected_pair(&loop, fam, &c, &w, &lfd, &sfd)) continue;
         client_write(loop, &c, "bytes");
         cr_assert_eq(tl_stream_shutdown(loop, &c.s, on_shutdown), 0);
         cr_assert_eq(tl_stream_close(loop, &c.s, on_client_close), 0);
         run_to_end(loop);
-        cr_assert_eq(c.trace[strlen(c.trace) - 2], 'S', "%s", c.trace);
         cr_assert_str_eq(c.trace, "WSZ", "%s", kFamName[fam]);
         cr_assert_eq(c.shutdown_status, -ECANCELED);
         close(sfd);
@@ -525,15 +514,11 @@ Test(stream_connect, shutdown_then_close) {
  * (test-shutdown-eof). */
 Test(stream_connect, eof_after_shutdown) {
     for (int fam = 0; fam < FAM_COUNT; ++fam) {
-        tl_loop *loop = new_loop();
+        tl_loop *loop;
         client c;
         where w;
         int lfd, sfd;
-        connected_pair(loop, fam, &c, &w, &lfd, &sfd);
-        if (lfd < 0) {
-            free_loop(loop);
-            continue;
-        }
+        if (!connected_pair(&loop, fam, &c, &w, &lfd, &sfd)) continue;
         cr_assert_eq(tl_stream_read_start(loop, &c.s, on_read), 0);
         client_write(loop, &c, "request");
         cr_assert_eq(tl_stream_shutdown(loop, &c.s, on_shutdown), 0);
@@ -746,8 +731,7 @@ Test(stream_connect, bad_arguments) {
     cr_assert_eq(tl_io_start(loop, &io, TL_READ), 0);
     tl_stream s2; /* s is closing: not to be initialised again before its callback */
     tl_stream_init(&s2, fd, NULL);
-    cr_assert_eq(tl_stream_connect(loop, &s2, (struct sockaddr *)&w.ss, w.len, on_connect),
-                 -EBUSY);
+    cr_assert_eq(tl_stream_connect(loop, &s2, (struct sockaddr *)&w.ss, w.len, on_connect), -EBUSY);
     tl_io_stop(loop, &io);
     close(fd);
     close(fds[1]);

@@ -99,6 +99,15 @@ struct Client {
         send_request(sl);
     }
 
+    struct Frames {
+        Client *self;
+        Conn *c;
+    };
+    static void on_frame(void *ctx, const unsigned char *frame) {
+        Frames *f = static_cast<Frames *>(ctx);
+        f->self->answer(*f->c, frame);
+    }
+
     void read(Conn &c) {
         c.sock.async_read_some(asio::buffer(c.buf), [this, &c](std::error_code ec, size_t n) {
             if (ec) {
@@ -106,22 +115,8 @@ struct Client {
                              ec.message().c_str());
                 std::exit(1);
             }
-            const unsigned char *b = c.buf;
-            size_t left = n;
-            if (c.carried) {
-                size_t take = RPC_FRAME - c.carried < left ? RPC_FRAME - c.carried : left;
-                std::memcpy(c.carry + c.carried, b, take);
-                c.carried += take;
-                b += take;
-                left -= take;
-                if (c.carried == RPC_FRAME) {
-                    answer(c, c.carry);
-                    c.carried = 0;
-                }
-            }
-            for (; left >= RPC_FRAME; b += RPC_FRAME, left -= RPC_FRAME) answer(c, b);
-            std::memcpy(c.carry + c.carried, b, left);
-            c.carried += left;
+            Frames ctx{this, &c};
+            rpc_frames(c.carry, &c.carried, c.buf, n, &Client::on_frame, &ctx);
             read(c);
         });
     }

@@ -121,7 +121,8 @@ static void on_timeout(struct ev_loop *loop, ev_timer *t, int revents) {
     send_request(sl);
 }
 
-static void answer(conn *c, const unsigned char *b) {
+static void answer(void *ctx, const unsigned char *b) {
+    conn *c = ctx;
     rpc_frame f;
     memcpy(&f, b, sizeof f);
     slot *sl = &c->slots[rpc_id_slot(f.id) % (uint32_t)g.o.inflight];
@@ -148,22 +149,7 @@ static void on_readable(struct ev_loop *loop, ev_io *w, int revents) {
             fprintf(stderr, "rpc-client-libev: connection %u ended\n", c->index);
             exit(1);
         }
-        const unsigned char *b = buf;
-        size_t left = (size_t)n;
-        if (c->carried) {
-            size_t take = RPC_FRAME - c->carried < left ? RPC_FRAME - c->carried : left;
-            memcpy(c->carry + c->carried, b, take);
-            c->carried += take;
-            b += take;
-            left -= take;
-            if (c->carried == RPC_FRAME) {
-                answer(c, c->carry);
-                c->carried = 0;
-            }
-        }
-        for (; left >= RPC_FRAME; b += RPC_FRAME, left -= RPC_FRAME) answer(c, b);
-        memcpy(c->carry + c->carried, b, left);
-        c->carried += left;
+        rpc_frames(c->carry, &c->carried, buf, (size_t)n, answer, c);
         if ((size_t)n < sizeof buf) return;
     }
 }

@@ -88,7 +88,8 @@ static void on_timeout(uv_timer_t *t) {
     send_request(sl);
 }
 
-static void answer(conn *c, const unsigned char *b) {
+static void answer(void *ctx, const unsigned char *b) {
+    conn *c = ctx;
     rpc_frame f;
     memcpy(&f, b, sizeof f);
     slot *sl = &c->slots[rpc_id_slot(f.id) % (uint32_t)g.o.inflight];
@@ -116,21 +117,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
                 uv_strerror((int)n));
         exit(1);
     }
-    const unsigned char *b = (const unsigned char *)buf->base;
-    size_t left = (size_t)n;
-    if (c->carried) {
-        size_t take = RPC_FRAME - c->carried < left ? RPC_FRAME - c->carried : left;
-        memcpy(c->carry + c->carried, b, take);
-        c->carried += take;
-        b += take;
-        left -= take;
-        if (c->carried < RPC_FRAME) return;
-        answer(c, c->carry);
-        c->carried = 0;
-    }
-    for (; left >= RPC_FRAME; b += RPC_FRAME, left -= RPC_FRAME) answer(c, b);
-    memcpy(c->carry, b, left);
-    c->carried = left;
+    rpc_frames(c->carry, &c->carried, (const unsigned char *)buf->base, (size_t)n, answer, c);
 }
 
 static void on_drain_check(uv_timer_t *t) {

@@ -94,7 +94,8 @@ static void on_timeout(tl_loop *loop, tl_timer *t) {
     send_request(sl);
 }
 
-static void answer(conn *c, const unsigned char *b) {
+static void answer(void *ctx, const unsigned char *b) {
+    conn *c = ctx;
     rpc_frame f;
     memcpy(&f, b, sizeof f);
     slot *sl = &c->slots[rpc_id_slot(f.id) % (uint32_t)g.o.inflight];
@@ -117,21 +118,7 @@ static void on_read(tl_loop *loop, tl_stream *s, const void *buf, ptrdiff_t n) {
                 n ? tl_strerror((int)n) : "EOF");
         exit(1);
     }
-    const unsigned char *b = buf;
-    size_t left = (size_t)n;
-    if (c->carried) {
-        size_t take = RPC_FRAME - c->carried < left ? RPC_FRAME - c->carried : left;
-        memcpy(c->carry + c->carried, b, take);
-        c->carried += take;
-        b += take;
-        left -= take;
-        if (c->carried < RPC_FRAME) return;
-        answer(c, c->carry);
-        c->carried = 0;
-    }
-    for (; left >= RPC_FRAME; b += RPC_FRAME, left -= RPC_FRAME) answer(c, b);
-    memcpy(c->carry, b, left);
-    c->carried = left;
+    rpc_frames(c->carry, &c->carried, buf, (size_t)n, answer, c);
 }
 
 static void on_drain_check(tl_loop *loop, tl_timer *t) {

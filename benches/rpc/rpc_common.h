@@ -49,6 +49,27 @@ static inline uint32_t rpc_id_slot(uint64_t id) {
     return (uint32_t)(id >> 24) & 0xffffu;
 }
 
+/* Splits n received bytes into frames, each handed to fn(ctx, frame); a
+   frame cut by the end of the bytes waits in carry (*carried bytes of it)
+   for the next call. */
+typedef void (*rpc_frame_fn)(void *ctx, const unsigned char *frame);
+static inline void rpc_frames(unsigned char *carry, size_t *carried, const unsigned char *b,
+                              size_t n, rpc_frame_fn fn, void *ctx) {
+    if (*carried) {
+        size_t take = RPC_FRAME - *carried < n ? RPC_FRAME - *carried : n;
+        memcpy(carry + *carried, b, take);
+        *carried += take;
+        b += take;
+        n -= take;
+        if (*carried < RPC_FRAME) return;
+        fn(ctx, carry);
+        *carried = 0;
+    }
+    for (; n >= RPC_FRAME; b += RPC_FRAME, n -= RPC_FRAME) fn(ctx, b);
+    memcpy(carry, b, n);
+    *carried = n;
+}
+
 typedef struct rpc_opts {
     const char *host;
     int port;

@@ -29,6 +29,7 @@
 typedef struct pending pending;
 typedef struct conn {
     tl_stream s;
+    tl_loop *loop;
     unsigned char carry[RPC_FRAME]; /* a request split across reads */
     size_t carried;
     pending *free_list;
@@ -106,6 +107,11 @@ static void request(tl_loop *loop, conn *c, const unsigned char *frame) {
     tl_timer_start(loop, &p->timer, late ? RPC_LATE_NS : (r >> 8) % 2000001ull, 0);
 }
 
+static void on_request(void *ctx, const unsigned char *frame) {
+    conn *c = ctx;
+    request(c->loop, c, frame);
+}
+
 static void on_read(tl_loop *loop, tl_stream *s, const void *buf, ptrdiff_t n) {
     conn *c = s->data;
     if (n <= 0) {
@@ -114,21 +120,7 @@ static void on_read(tl_loop *loop, tl_stream *s, const void *buf, ptrdiff_t n) {
         maybe_close(loop, c);
         return;
     }
-    const unsigned char *b = buf;
-    size_t left = (size_t)n;
-    if (c->carried) {
-        size_t take = RPC_FRAME - c->carried < left ? RPC_FRAME - c->carried : left;
-        memcpy(c->carry + c->carried, b, take);
-        c->carried += take;
-        b += take;
-        left -= take;
-        if (c->carried < RPC_FRAME) return;
-        request(loop, c, c->carry);
-        c->carried = 0;
-    }
-    for (; left >= RPC_FRAME; b += RPC_FRAME, left -= RPC_FRAME) request(loop, c, b);
-    memcpy(c->carry, b, left);
-    c->carried = left;
+    rpc_frames(c->carry, &c->carried, buf, (size_t)n, on_request, c);
 }
 
 static void on_accept(tl_loop *loop, tl_listener *l, int fd) {
@@ -137,6 +129,7 @@ static void on_accept(tl_loop *loop, tl_listener *l, int fd) {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     conn *c = calloc(1, sizeof *c);
+    c->loop = loop;
     c->rng = 0x9e3779b97f4a7c15ull ^ (uint64_t)fd * 0x2545f4914f6cdd1dull;
     tl_stream_init(&c->s, fd, c);
     tl_stream_read_start(loop, &c->s, on_read);
