@@ -52,6 +52,7 @@ enum : uint32_t {
     S_SHUT_STARTED = 1u << 10, /* shutdown(2) made                            */
     S_SHUT_DONE = 1u << 11,    /* the shutdown ended: its callback is due     */
     S_SHUT_OVER = 1u << 12,    /* its callback has run                        */
+    S_FLUSH = 1u << 13,        /* readiness: writes queued, sent by the pending pass */
 };
 
 /* A stream's requests in the completion backend (stream_requests: its
