@@ -39,8 +39,25 @@ void cancel_recv(tl_loop *loop, tl_stream *s) noexcept {
     stream_requests(s) |= SC_CANCEL;
 }
 
-/* Submits the next send of the queue (one in flight per stream; a short
-   send is continued from its completion). Empty requests complete here. */
+/* The requests a send of `total` bytes from wq_send on covers (the last one
+   possibly in part). */
+uintptr_t covered(const tl_stream *s, size_t total) noexcept {
+    uintptr_t n = 0;
+    for (const tl_write_req *q = s->wq_send; q && total > 0; q = q->next, ++n) {
+        size_t left = req_bytes_left(q);
+        total -= left < total ? left : total;
+    }
+    return n;
+}
+
+uintptr_t send_reqs(tl_stream *s) noexcept {
+    return stream_requests(s) >> SC_SEND_REQS_SHIFT;
+}
+
+/* Submits the next send of the queue: one in flight per stream, gathering
+   the buffers of the first requests (up to kSendIovMax), so that the
+   requests the callbacks of one dispatch queued leave in one send; a short
+   send is continued from its completion. Empty requests complete here. */
 void start_send(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept {
     if ((stream_requests(s) & SC_SEND) || (s->flags & S_CONNECTING)) return;
     while (tl_write_req *req = s->wq_send) {
@@ -52,14 +69,15 @@ void start_send(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept {
         /* A completion's res is 32 bits: a send is at most 1 GiB. */
         struct iovec v[kSendIovMax];
         size_t total;
-        int n = gather(s, v, kSendIovMax, false, (size_t)1 << 30, &total);
+        int n = gather(s, v, kSendIovMax, true, (size_t)1 << 30, &total);
         int r = io->completion()->stream_send(s->fd, v, n);
         if (r < 0) {
             s->error = r;
             fail_writes(loop, s, r);
             return;
         }
-        stream_requests(s) |= SC_SEND;
+        uintptr_t bits = stream_requests(s) & (((uintptr_t)1 << SC_SEND_REQS_SHIFT) - 1);
+        stream_requests(s) = bits | SC_SEND | covered(s, total) << SC_SEND_REQS_SHIFT;
         return;
     }
 }
@@ -120,26 +138,36 @@ void recv_completion(tl_loop *loop, tl_stream *s, const ReadyEvent &ev) noexcept
     if (!more) start_recv(loop, loop->io, s);
 }
 
+/* A closing stream's send completed: each request it covered gets its
+   own result (0 if the kernel took all its bytes, else -ECANCELED, or the
+   send's error); those behind it were cancelled by the close. A send the
+   cancellation interrupted (-EINTR), or that found the socket full and was
+   not retried (-EAGAIN, from an io-wq worker), was cancelled too: neither
+   is the socket's error. */
+void closed_send_completion(tl_loop *loop, tl_stream *s, const ReadyEvent &ev,
+                            uintptr_t reqs) noexcept {
+    bool interrupted = ev.res == -EINTR || ev.res == -EAGAIN;
+    int failed = interrupted || ev.res >= 0 ? -ECANCELED : ev.res;
+    size_t sent = ev.res > 0 ? (size_t)ev.res : 0;
+    tl_write_req *q = s->wq_send;
+    for (; q && reqs > 0; q = q->next, --reqs) {
+        size_t left = req_bytes_left(q);
+        q->status = sent >= left ? 0 : failed;
+        sent -= left < sent ? left : sent;
+        release_bufs(loop, q);
+    }
+    s->wq_send = nullptr;
+    s->wq_bytes = 0;
+    mark_pending(loop, s);
+}
+
 void send_completion(tl_loop *loop, tl_stream *s, const ReadyEvent &ev) noexcept {
+    uintptr_t reqs = send_reqs(s);
+    stream_requests(s) &= ((uintptr_t)1 << SC_SEND_REQS_SHIFT) - 1;
     stream_requests(s) &= ~SC_SEND;
-    tl_write_req *req = s->wq_send;
-    if (!req) return;
+    if (!s->wq_send) return;
     if (s->flags & S_CLOSING) {
-        /* The requests behind it were cancelled by the close. A send the
-           cancellation interrupted (-EINTR), or that found the socket full
-           and was not retried (-EAGAIN, from an io-wq worker), was
-           cancelled too: neither is the socket's error. */
-        bool interrupted = ev.res == -EINTR || ev.res == -EAGAIN;
-        int status = interrupted ? -ECANCELED : ev.res < 0 ? ev.res : 0;
-        if (ev.res >= 0) {
-            advance(loop, s, (size_t)ev.res);
-            if (s->wq_send == req) status = -ECANCELED; /* bytes left */
-        }
-        release_bufs(loop, req);
-        req->status = status;
-        s->wq_send = nullptr;
-        s->wq_bytes = 0;
-        mark_pending(loop, s);
+        closed_send_completion(loop, s, ev, reqs);
         return;
     }
     if (ev.res == -EINTR || ev.res == -EAGAIN) {
@@ -164,8 +192,13 @@ int read_started(tl_loop *loop, tl_stream *s) noexcept {
     return 0;
 }
 
+/* As on the readiness path, a write goes out from the pending pass of the
+   iteration that queued it (before_callbacks): the requests the callbacks
+   of one dispatch queue on a stream leave in one send. */
 void write_queued(tl_loop *loop, tl_stream *s, bool) noexcept {
-    start_send(loop, loop->io, s);
+    if (s->flags & S_CONNECTING) return;
+    s->flags |= S_FLUSH;
+    mark_pending(loop, s);
 }
 
 void closing(tl_loop *loop, tl_stream *s) noexcept {
@@ -177,11 +210,14 @@ void closing(tl_loop *loop, tl_stream *s) noexcept {
         fail_writes(loop, s, -ECANCELED);
         return;
     }
-    /* The kernel holds its buffer: the send is cancelled (a send waiting
-       for room in the socket would wait for ever) and completes with its
-       own result (send_completion); the rest are cancelled now. */
+    /* The kernel holds their buffers: the send is cancelled (a send waiting
+       for room in the socket would wait for ever) and the requests it
+       covers complete with its own result (send_completion); the rest are
+       cancelled now. */
     ops(loop).stream_cancel(s->fd, REQ_SEND);
-    s->wq_send = sending->next;
+    tl_write_req *last = sending;
+    for (uintptr_t k = send_reqs(s); k > 1 && last->next; --k) last = last->next;
+    s->wq_send = last->next;
     fail_writes(loop, s, -ECANCELED);
     s->wq_send = sending;
 }
@@ -215,6 +251,13 @@ void event(tl_loop *loop, tl_stream *s, const ReadyEvent &ev) noexcept {
 }
 
 void before_callbacks(tl_loop *loop, tl_stream *s) noexcept {
+    if (s->flags & S_FLUSH) {
+        s->flags &= ~S_FLUSH;
+        /* Empty requests it completes run their callbacks in this pass. */
+        s->flags |= S_PENDING;
+        start_send(loop, loop->io, s);
+        s->flags &= ~S_PENDING;
+    }
     if (!s->parked) return;
     deliver_parked(loop, s);
     start_recv(loop, loop->io, s);

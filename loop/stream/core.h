@@ -52,7 +52,7 @@ enum : uint32_t {
     S_SHUT_STARTED = 1u << 10, /* shutdown(2) made                            */
     S_SHUT_DONE = 1u << 11,    /* the shutdown ended: its callback is due     */
     S_SHUT_OVER = 1u << 12,    /* its callback has run                        */
-    S_FLUSH = 1u << 13,        /* readiness: writes queued, sent by the pending pass */
+    S_FLUSH = 1u << 13,        /* writes queued, to be sent by the pending pass */
 };
 
 /* A stream's requests in the completion backend (stream_requests: its
@@ -64,6 +64,9 @@ enum : uintptr_t {
     /* A connect in flight: its completion carries REQ_SEND, which it shares
        with the sends since a connecting stream sends nothing. */
     SC_CONNECT = 1u << 3,
+    /* Above these bits: how many requests the send in flight covers (it
+       gathers the queue's first ones, up to kSendIovMax buffers). */
+    SC_SEND_REQS_SHIFT = 8,
 };
 
 /* tl_listener::flags. */
