@@ -314,6 +314,83 @@ void peer_drain(Slot *slot) {
     }
 }
 
+/* One top-level operation of the input on slot. */
+void step(Slot *slot, unsigned op) {
+    switch (op) {
+    case 0:
+        if (slot->st) {
+            int e = tl_stream_read_start(ctx->loop, &slot->st->s, on_read);
+            FUZZ_CHECK(e == (slot->closing ? -EPIPE : 0), "read_start: %d", e);
+            if (e == 0) slot->reading = true;
+        }
+        break;
+    case 1:
+        if (slot->st) {
+            int e = tl_stream_read_stop(ctx->loop, &slot->st->s);
+            FUZZ_CHECK(e == (slot->closing ? -EPIPE : 0), "read_stop: %d", e);
+            if (e == 0) slot->reading = false;
+        }
+        break;
+    case 2:
+        write_slot(slot, 1 + ctx->in->u16() % kMaxWrite);
+        break;
+    case 3:
+        close_slot(slot);
+        break;
+    case 4:
+        peer_send(slot, 1 + ctx->in->u16() % 4096);
+        break;
+    case 5:
+        peer_drain(slot);
+        break;
+    case 6:
+        if (peer_ready(slot)) shutdown(slot->peer, SHUT_WR);
+        break;
+    case 7:
+        if (peer_ready(slot)) {
+            close(slot->peer);
+            slot->peer = -1;
+        }
+        break;
+    case 8:
+        /* A fresh pair once the old stream is gone. */
+        if (!slot->st) {
+            if (slot->peer >= 0) close(slot->peer);
+            if (slot->listener >= 0) close(slot->listener);
+            slot->listener = -1;
+            open_slot(slot);
+        }
+        break;
+    case 9:
+        if (slot->st)
+            FUZZ_CHECK(tl_stream_write_queue_size(&slot->st->s) <= slot->queued, "queue size");
+        break;
+    case 10:
+        shutdown_slot(slot);
+        break;
+    case 11:
+        /* A connected (or connecting) stream takes no connect. */
+        if (slot->st) {
+            int e = tl_stream_connect(ctx->loop, &slot->st->s, (struct sockaddr *)&ctx->addr,
+                                      ctx->addrlen, on_connect);
+            FUZZ_CHECK(e == (slot->closing ? -EPIPE : -EINVAL), "connect again: %d", e);
+        }
+        break;
+    case 12:
+        /* A connecting stream once the old one is gone. */
+        if (!slot->st) {
+            if (slot->peer >= 0) close(slot->peer);
+            if (slot->listener >= 0) close(slot->listener);
+            slot->peer = slot->listener = -1;
+            open_connecting(slot);
+        }
+        break;
+    default:
+        FUZZ_CHECK(tl_loop_run(ctx->loop, TL_RUN_NOWAIT) >= 0, "run");
+        break;
+    }
+}
+
 void run_input(const uint8_t *data, size_t size, tl_io_kind io, const char *path) {
     tl_loop *loop;
     if (new_stream_loop(&loop, io, path, 256, 4) < 0) return; /* io_uring missing here */
@@ -326,79 +403,7 @@ void run_input(const uint8_t *data, size_t size, tl_io_kind io, const char *path
     for (Slot &slot : c.slots) open_slot(&slot);
     for (unsigned op = 0; op < kMaxOps && !in.empty(); ++op) {
         Slot *slot = &c.slots[in.u8() % kSlots];
-        switch (in.u8() % 15) {
-        case 0:
-            if (slot->st) {
-                int e = tl_stream_read_start(loop, &slot->st->s, on_read);
-                FUZZ_CHECK(e == (slot->closing ? -EPIPE : 0), "read_start: %d", e);
-                if (e == 0) slot->reading = true;
-            }
-            break;
-        case 1:
-            if (slot->st) {
-                int e = tl_stream_read_stop(loop, &slot->st->s);
-                FUZZ_CHECK(e == (slot->closing ? -EPIPE : 0), "read_stop: %d", e);
-                if (e == 0) slot->reading = false;
-            }
-            break;
-        case 2:
-            write_slot(slot, 1 + in.u16() % kMaxWrite);
-            break;
-        case 3:
-            close_slot(slot);
-            break;
-        case 4:
-            peer_send(slot, 1 + in.u16() % 4096);
-            break;
-        case 5:
-            peer_drain(slot);
-            break;
-        case 6:
-            if (peer_ready(slot)) shutdown(slot->peer, SHUT_WR);
-            break;
-        case 7:
-            if (peer_ready(slot)) {
-                close(slot->peer);
-                slot->peer = -1;
-            }
-            break;
-        case 8:
-            /* A fresh pair once the old stream is gone. */
-            if (!slot->st) {
-                if (slot->peer >= 0) close(slot->peer);
-                if (slot->listener >= 0) close(slot->listener);
-                slot->listener = -1;
-                open_slot(slot);
-            }
-            break;
-        case 9:
-            if (slot->st)
-                FUZZ_CHECK(tl_stream_write_queue_size(&slot->st->s) <= slot->queued, "queue size");
-            break;
-        case 10:
-            shutdown_slot(slot);
-            break;
-        case 11:
-            /* A connected (or connecting) stream takes no connect. */
-            if (slot->st) {
-                int e = tl_stream_connect(loop, &slot->st->s, (struct sockaddr *)&c.addr, c.addrlen,
-                                          on_connect);
-                FUZZ_CHECK(e == (slot->closing ? -EPIPE : -EINVAL), "connect again: %d", e);
-            }
-            break;
-        case 12:
-            /* A connecting stream once the old one is gone. */
-            if (!slot->st) {
-                if (slot->peer >= 0) close(slot->peer);
-                if (slot->listener >= 0) close(slot->listener);
-                slot->peer = slot->listener = -1;
-                open_connecting(slot);
-            }
-            break;
-        default:
-            FUZZ_CHECK(tl_loop_run(loop, TL_RUN_NOWAIT) >= 0, "run");
-            break;
-        }
+        step(slot, in.u8() % 15u);
     }
     /* Callbacks read no more input from here on. */
     in.finish();
