@@ -26,10 +26,11 @@
  * Callbacks. Read and accept callbacks run from the dispatch of the event
  * that produced them. Write callbacks and close callbacks run from
  * streams_run_pending, after the iteration's I/O dispatch, on both paths: a
- * write completes from the loop, never inside tl_stream_write (on readiness
- * the pass itself sends what the dispatch queued, then runs the callbacks),
- * and the callbacks of one stream run in the order its writes were queued. A stream with callbacks due is on the
- * loop's pending list (flag S_PENDING); the wait does not block while the
+ * write completes from the loop, never inside tl_stream_write (the pass
+ * itself sends what the dispatch queued, then runs the callbacks), and the
+ * callbacks of one stream run in the order its writes were queued. A stream
+ * with callbacks due is on the loop's pending list (flag S_PENDING); the
+ * wait does not block while the
  * list is non-empty, and a stream made pending by a callback of the pending
  * pass waits for the next iteration, so a write callback that writes again
  * cannot hold the loop.
