@@ -27,7 +27,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/uio.h> /* struct iovec (tl_stream_write) */
+#include <sys/socket.h> /* struct sockaddr, socklen_t (tl_stream_connect) */
+#include <sys/uio.h>    /* struct iovec (tl_stream_write) */
 
 /* The one place the version lives; meson.build reads it from here. */
 #define TL_VERSION_MAJOR 0
@@ -648,10 +649,15 @@ TL_API int tl_loop_fork(tl_loop *loop);
  * TICKLOOP_URING_STREAMS=readiness forces the readiness path on io_uring
  * (read when the loop is created).
  *
+ * A stream either wraps a connected socket (accepted, or connected by the
+ * caller) or connects one itself (tl_stream_connect), and may half-close
+ * (tl_stream_shutdown) while it goes on reading.
+ *
  * Handles. tl_stream (128 bytes), tl_write_req (64 bytes) and tl_listener
  * (64 bytes) are the caller's, usually embedded in its own objects; only the
  * fields marked public may be read. An idle stream (not reading, nothing
- * queued) holds no buffer. Nothing is allocated per read, write or accept.
+ * queued) holds no buffer. Nothing is allocated per read, write, accept,
+ * connect or shutdown.
  * A stream is bound to a loop by its first tl_stream_read_start,
  * tl_stream_write or tl_stream_close, and from then until its close
  * callback has run it is an active handle of that loop: it keeps
@@ -748,9 +754,10 @@ struct tl_listener {
 TL_STATIC_ASSERT(sizeof(void *) != 8 || sizeof(tl_listener) == 64,
                  "tl_listener keeps its size (a handle embedded in the caller's objects)");
 
-/* Prepares s for fd, a connected stream socket the stream owns from now on
- * (tl_stream_close closes it); the loop makes it non-blocking when it binds
- * it. Must precede every other use, and must not be called on a stream that
+/* Prepares s for fd, a stream socket the stream owns from now on
+ * (tl_stream_close closes it): a connected one, or a fresh unconnected one
+ * for tl_stream_connect. The loop makes it non-blocking when it binds it.
+ * Must precede every other use, and must not be called on a stream that
  * is bound and not closed. NULL s is ignored. Any thread (s not shared). */
 TL_API void tl_stream_init(tl_stream *s, int fd, void *data);
 
@@ -791,11 +798,11 @@ TL_API int tl_stream_read_stop(tl_loop *loop, tl_stream *s);
  * grow), -EINVAL
  * (NULL loop, s, req or cb; iov NULL with iovcnt > 0; iovcnt out of range or
  * lengths adding up beyond SSIZE_MAX; s not initialised or bound to another
- * loop), -EPIPE (s closing), -EBUSY (req is the first, the sending or the
- * last request queued on s: queuing a request again before its callback is
- * refused when it is one of those, undefined otherwise; or, as
- * tl_stream_read_start, fd held by another handle),
- * -EBADF, -ENOTSOCK as tl_stream_read_start. Loop thread. */
+ * loop), -EPIPE (s closing, or shut down by tl_stream_shutdown), -EBUSY
+ * (req is the first, the sending or the last request queued on s: queuing
+ * a request again before its callback is refused when it is one of those,
+ * undefined otherwise; or, as tl_stream_read_start, fd held by another
+ * handle), -EBADF, -ENOTSOCK as tl_stream_read_start. Loop thread. */
 TL_API int tl_stream_write(tl_loop *loop, tl_stream *s, tl_write_req *req, const struct iovec *iov,
                            int iovcnt, tl_write_cb cb);
 
@@ -811,6 +818,55 @@ TL_API size_t tl_stream_write_queue_size(const tl_stream *s);
  * Returns 0, -EINVAL (NULL loop or s, not initialised, bound to another
  * loop) or -EPIPE (already closing). Loop thread. */
 TL_API int tl_stream_close(tl_loop *loop, tl_stream *s, tl_close_cb cb);
+
+/* 0: connected; -errno otherwise (-ECONNREFUSED, -ETIMEDOUT, -ENETUNREACH,
+ * ...); -ECANCELED when the stream was closed first. */
+typedef void (*tl_connect_cb)(tl_loop *loop, tl_stream *s, int status);
+
+/* Connects s (initialised on an unconnected socket) to addr: on the io_uring
+ * completion path as one submission (IORING_OP_CONNECT), on readiness as a
+ * non-blocking connect completed by writability. cb runs exactly once, from
+ * a later loop iteration, never from inside the call. Binds s to loop; while
+ * connecting s is an active handle (tl_stream_set_ref applies), and
+ * tl_stream_close cancels the connect: cb gets the cancellation before the
+ * close callback runs. addr need not outlive the call. Nothing is
+ * allocated per connect. Returns 0, or at
+ * once: -EINVAL (NULL loop, s, addr or cb; addrlen shorter than addr's family
+ * needs; s not initialised or bound to another loop; s already reading,
+ * writing, connecting or connected), -EPIPE (s closing or closed), -EBUSY
+ * (the fd carries another handle of this loop), -EBADF, -ENOTSOCK (as
+ * tl_stream_read_start), -EAFNOSUPPORT (addr's family is not the socket's),
+ * or another immediate error of connect(2) that concerns the call, not the
+ * peer (-EADDRNOTAVAIL, ...). What concerns the peer (refused, no such
+ * UNIX path, unreachable) goes to cb, on every path alike.
+ * tl_stream_read_start and tl_stream_write may be called before cb runs:
+ * reading starts and writes go out, in order, once connected. If the
+ * connect fails, cb gets the error first, then the queued writes complete
+ * with that same error and an active reader gets it as n < 0. Loop
+ * thread. */
+TL_API int tl_stream_connect(tl_loop *loop, tl_stream *s, const struct sockaddr *addr,
+                             socklen_t addrlen, tl_connect_cb cb);
+
+/* 0: shut down; -errno: the error of a queued write or of shutdown(2);
+ * -ECANCELED when the stream was closed first. */
+typedef void (*tl_shutdown_cb)(tl_loop *loop, tl_stream *s, int status);
+
+/* Half-close: once every write queued before it has been handed to the
+ * kernel, shutdown(fd, SHUT_WR) on every path (io_uring would run an
+ * IORING_OP_SHUTDOWN on a worker thread); then cb with
+ * the status tl_shutdown_cb describes (a close cancels it: cb runs before
+ * the close callback). cb runs from the loop, never inside this call, after
+ * the callbacks of the writes queued before it. Reading goes on; the peer
+ * reads EOF. tl_stream_write after it returns -EPIPE (no callback), as on a
+ * closing stream. May be called while s is still connecting: the shutdown follows
+ * the connect and the writes queued meanwhile. While it is due s is an
+ * active handle. Nothing is allocated per shutdown. Returns 0, or -EINVAL
+ * (NULL loop, s or cb; s not initialised; bound to another loop), -EPIPE
+ * (closing, closed, or already shut down), -ENOTCONN (neither connected nor
+ * connecting: a socket given to tl_stream_init counts as connected when the
+ * kernel says it has a peer), -EBUSY (as tl_stream_read_start). Loop
+ * thread. */
+TL_API int tl_stream_shutdown(tl_loop *loop, tl_stream *s, tl_shutdown_cb cb);
 
 /* Starts accepting connections on fd, a listening socket that stays the
  * caller's (tl_listener_stop does not close it). cb gets each new socket, or
@@ -893,7 +949,8 @@ typedef struct tl_loop_stats {
        older program's struct. A counter added later takes the place of a
        reserved word: add it just above `reserved` and shrink `reserved` by
        one. The library zeroes the reserved words.                             */
-    uint64_t reserved[42];
+    uint64_t connects; /* connect callbacks run (any status)              */
+    uint64_t reserved[41];
 } tl_loop_stats;
 
 #define TL_LOOP_STATS_SIZE 512

@@ -586,7 +586,8 @@ private:
     detail::Callback<WriteRequest &, int> callback_;
 };
 
-/* A connected socket whose reads and writes the loop performs (tl_stream).
+/* A socket whose reads and writes the loop performs (tl_stream): connected,
+ * or connected by connect().
  * It owns fd: close() closes it from the loop, and so does the destructor
  * of a Stream still open (run the loop afterwards so that the close
  * finishes before the Loop is destroyed). The read callback gets the Stream,
@@ -623,6 +624,24 @@ public:
             "tl_stream_write");
     }
     std::size_t write_queue_size() const noexcept { return tl_stream_write_queue_size(stream_); }
+    /* Connects the Stream's socket (fresh, unconnected) to addr; then
+       on_connect(*this, status) runs once from the loop: 0, -errno, or
+       -ECANCELED when the Stream was closed first. read_start() and write()
+       may come before it. */
+    template <class F>
+    void connect(const struct sockaddr *addr, socklen_t addrlen, F &&on_connect) {
+        on_connect_.set(std::forward<F>(on_connect));
+        detail::check(tl_stream_connect(raw(), stream_, addr, addrlen, &Stream::connect_trampoline),
+                      "tl_stream_connect");
+    }
+    /* Half-closes once the writes queued before it went out; then
+       on_shutdown(*this, status) runs from the loop. Reading goes on. */
+    template <class F>
+    void shutdown(F &&on_shutdown) {
+        on_shutdown_.set(std::forward<F>(on_shutdown));
+        detail::check(tl_stream_shutdown(raw(), stream_, &Stream::shutdown_trampoline),
+                      "tl_stream_shutdown");
+    }
     /* Closes from the loop: queued writes end with -ECANCELED, then the fd
        is closed, then on_close(*this) runs (it may destroy the Stream). */
     template <class F>
@@ -655,6 +674,14 @@ private:
         Stream *self = static_cast<Stream *>(s->data);
         if (self) self->on_read_(*self, buf, n);
     }
+    static void connect_trampoline(tl_loop *, tl_stream *s, int status) noexcept {
+        Stream *self = static_cast<Stream *>(s->data);
+        if (self) self->on_connect_(*self, status);
+    }
+    static void shutdown_trampoline(tl_loop *, tl_stream *s, int status) noexcept {
+        Stream *self = static_cast<Stream *>(s->data);
+        if (self) self->on_shutdown_(*self, status);
+    }
     static void close_trampoline(tl_loop *, tl_stream *s) noexcept {
         Stream *self = static_cast<Stream *>(s->data);
         delete s;
@@ -668,6 +695,8 @@ private:
     bool closing_ = false;
     detail::Callback<Stream &, const void *, ptrdiff_t> on_read_;
     detail::Callback<Stream &> on_close_;
+    detail::Callback<Stream &, int> on_connect_;
+    detail::Callback<Stream &, int> on_shutdown_;
 };
 
 /* Accepts connections on a listening socket (tl_listener), started on

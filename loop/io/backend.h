@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <ctime>
+#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include "loop/io_event.h"
@@ -67,6 +68,9 @@ public:
     virtual int stream_send(int fd, const struct iovec *iov, int n) noexcept = 0;
     /* Arms a multishot accept (REQ_ACCEPT), NONBLOCK|CLOEXEC sockets. */
     virtual int listener_accept(int fd) noexcept = 0;
+    /* Submits a connect of fd to addr (REQ_SEND: a connecting stream has no
+       send in flight). addr may go once this returns. */
+    virtual int stream_connect(int fd, const struct sockaddr *addr, socklen_t len) noexcept = 0;
     /* Cancels fd's request of that kind (its last CQE still arrives). */
     virtual void stream_cancel(int fd, unsigned kind) noexcept = 0;
     /* A buffer a receive completion named; its return to the ring. */

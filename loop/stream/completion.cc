@@ -19,7 +19,8 @@ namespace {
 /* Arms the multishot receive of a reading stream, unless one is armed or
    parked data must go first (the pending pass delivers it, then arms). */
 void start_recv(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept {
-    if ((s->flags & (S_READING | S_CLOSING)) != S_READING || (stream_requests(s) & SC_RECV)) return;
+    const uint32_t state = s->flags & (S_READING | S_CLOSING | S_CONNECTING);
+    if (state != S_READING || (stream_requests(s) & SC_RECV)) return;
     if (s->parked) {
         mark_pending(loop, s);
         return;
@@ -38,10 +39,27 @@ void cancel_recv(tl_loop *loop, tl_stream *s) noexcept {
     stream_requests(s) |= SC_CANCEL;
 }
 
-/* Submits the next send of the queue (one in flight per stream; a short
-   send is continued from its completion). Empty requests complete here. */
+/* The requests a send of `total` bytes from wq_send on covers (the last one
+   possibly in part). */
+uintptr_t covered(const tl_stream *s, size_t total) noexcept {
+    uintptr_t n = 0;
+    for (const tl_write_req *q = s->wq_send; q && total > 0; q = q->next, ++n) {
+        size_t left = req_bytes_left(q);
+        total -= left < total ? left : total;
+    }
+    return n;
+}
+
+uintptr_t send_reqs(tl_stream *s) noexcept {
+    return stream_requests(s) >> SC_SEND_REQS_SHIFT;
+}
+
+/* Submits the next send of the queue: one in flight per stream, gathering
+   the buffers of the first requests (up to kSendIovMax), so that the
+   requests the callbacks of one dispatch queued leave in one send; a short
+   send is continued from its completion. Empty requests complete here. */
 void start_send(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept {
-    if (stream_requests(s) & SC_SEND) return;
+    if ((stream_requests(s) & SC_SEND) || (s->flags & S_CONNECTING)) return;
     while (tl_write_req *req = s->wq_send) {
         if (s->error || (s->flags & S_CLOSING)) return;
         if (!skip_empty(req)) {
@@ -51,14 +69,15 @@ void start_send(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept {
         /* A completion's res is 32 bits: a send is at most 1 GiB. */
         struct iovec v[kSendIovMax];
         size_t total;
-        int n = gather(s, v, kSendIovMax, false, (size_t)1 << 30, &total);
+        int n = gather(s, v, kSendIovMax, true, (size_t)1 << 30, &total);
         int r = io->completion()->stream_send(s->fd, v, n);
         if (r < 0) {
             s->error = r;
             fail_writes(loop, s, r);
             return;
         }
-        stream_requests(s) |= SC_SEND;
+        uintptr_t bits = stream_requests(s) & (((uintptr_t)1 << SC_SEND_REQS_SHIFT) - 1);
+        stream_requests(s) = bits | SC_SEND | covered(s, total) << SC_SEND_REQS_SHIFT;
         return;
     }
 }
@@ -119,26 +138,36 @@ void recv_completion(tl_loop *loop, tl_stream *s, const ReadyEvent &ev) noexcept
     if (!more) start_recv(loop, loop->io, s);
 }
 
+/* A closing stream's send completed: each request it covered gets its
+   own result (0 if the kernel took all its bytes, else -ECANCELED, or the
+   send's error); those behind it were cancelled by the close. A send the
+   cancellation interrupted (-EINTR), or that found the socket full and was
+   not retried (-EAGAIN, from an io-wq worker), was cancelled too: neither
+   is the socket's error. */
+void closed_send_completion(tl_loop *loop, tl_stream *s, const ReadyEvent &ev,
+                            uintptr_t reqs) noexcept {
+    bool interrupted = ev.res == -EINTR || ev.res == -EAGAIN;
+    int failed = interrupted || ev.res >= 0 ? -ECANCELED : ev.res;
+    size_t sent = ev.res > 0 ? (size_t)ev.res : 0;
+    tl_write_req *q = s->wq_send;
+    for (; q && reqs > 0; q = q->next, --reqs) {
+        size_t left = req_bytes_left(q);
+        q->status = sent >= left ? 0 : failed;
+        sent -= left < sent ? left : sent;
+        release_bufs(loop, q);
+    }
+    s->wq_send = nullptr;
+    s->wq_bytes = 0;
+    mark_pending(loop, s);
+}
+
 void send_completion(tl_loop *loop, tl_stream *s, const ReadyEvent &ev) noexcept {
+    uintptr_t reqs = send_reqs(s);
+    stream_requests(s) &= ((uintptr_t)1 << SC_SEND_REQS_SHIFT) - 1;
     stream_requests(s) &= ~SC_SEND;
-    tl_write_req *req = s->wq_send;
-    if (!req) return;
+    if (!s->wq_send) return;
     if (s->flags & S_CLOSING) {
-        /* The requests behind it were cancelled by the close. A send the
-           cancellation interrupted (-EINTR), or that found the socket full
-           and was not retried (-EAGAIN, from an io-wq worker), was
-           cancelled too: neither is the socket's error. */
-        bool interrupted = ev.res == -EINTR || ev.res == -EAGAIN;
-        int status = interrupted ? -ECANCELED : ev.res < 0 ? ev.res : 0;
-        if (ev.res >= 0) {
-            advance(loop, s, (size_t)ev.res);
-            if (s->wq_send == req) status = -ECANCELED; /* bytes left */
-        }
-        release_bufs(loop, req);
-        req->status = status;
-        s->wq_send = nullptr;
-        s->wq_bytes = 0;
-        mark_pending(loop, s);
+        closed_send_completion(loop, s, ev, reqs);
         return;
     }
     if (ev.res == -EINTR || ev.res == -EAGAIN) {
@@ -163,35 +192,72 @@ int read_started(tl_loop *loop, tl_stream *s) noexcept {
     return 0;
 }
 
+/* As on the readiness path, a write goes out from the pending pass of the
+   iteration that queued it (before_callbacks): the requests the callbacks
+   of one dispatch queue on a stream leave in one send. */
 void write_queued(tl_loop *loop, tl_stream *s, bool) noexcept {
-    start_send(loop, loop->io, s);
+    if (s->flags & S_CONNECTING) return;
+    s->flags |= S_FLUSH;
+    mark_pending(loop, s);
 }
 
 void closing(tl_loop *loop, tl_stream *s) noexcept {
     cancel_recv(loop, s);
     drop_parked(loop, s);
+    if (stream_requests(s) & SC_CONNECT) ops(loop).stream_cancel(s->fd, REQ_SEND);
     tl_write_req *sending = stream_requests(s) & SC_SEND ? s->wq_send : nullptr;
     if (!sending) {
         fail_writes(loop, s, -ECANCELED);
         return;
     }
-    /* The kernel holds its buffer: the send is cancelled (a send waiting
-       for room in the socket would wait for ever) and completes with its
-       own result (send_completion); the rest are cancelled now. */
+    /* The kernel holds their buffers: the send is cancelled (a send waiting
+       for room in the socket would wait for ever) and the requests it
+       covers complete with its own result (send_completion); the rest are
+       cancelled now. */
     ops(loop).stream_cancel(s->fd, REQ_SEND);
-    s->wq_send = sending->next;
+    tl_write_req *last = sending;
+    for (uintptr_t k = send_reqs(s); k > 1 && last->next; --k) last = last->next;
+    s->wq_send = last->next;
     fail_writes(loop, s, -ECANCELED);
     s->wq_send = sending;
+}
+
+int connect(tl_loop *loop, tl_stream *s, const struct sockaddr *addr, socklen_t len) noexcept {
+    int r = ops(loop).stream_connect(s->fd, addr, len);
+    if (r < 0) return r;
+    stream_requests(s) |= SC_CONNECT;
+    return 0;
+}
+
+void connected(tl_loop *loop, tl_stream *s) noexcept {
+    start_recv(loop, loop->io, s);
+    start_send(loop, loop->io, s);
+}
+
+/* The completion of a connect (it carries REQ_SEND). A closing stream's
+   callback is already due with -ECANCELED. */
+bool connect_completion(tl_loop *loop, tl_stream *s, const ReadyEvent &ev) noexcept {
+    if (!(stream_requests(s) & SC_CONNECT)) return false;
+    stream_requests(s) &= ~SC_CONNECT;
+    if (!(s->flags & S_CLOSING)) connect_ended(loop, s, ev.res < 0 ? ev.res : 0);
+    return true;
 }
 
 void event(tl_loop *loop, tl_stream *s, const ReadyEvent &ev) noexcept {
     if ((ev.revents & kCompletionKindMask) == REQ_RECV)
         recv_completion(loop, s, ev);
-    else
+    else if (!connect_completion(loop, s, ev))
         send_completion(loop, s, ev);
 }
 
 void before_callbacks(tl_loop *loop, tl_stream *s) noexcept {
+    if (s->flags & S_FLUSH) {
+        s->flags &= ~S_FLUSH;
+        /* Empty requests it completes run their callbacks in this pass. */
+        s->flags |= S_PENDING;
+        start_send(loop, loop->io, s);
+        s->flags &= ~S_PENDING;
+    }
     if (!s->parked) return;
     deliver_parked(loop, s);
     start_recv(loop, loop->io, s);
@@ -276,6 +342,8 @@ const StreamPath kCompletionPath = {
     .before_callbacks = before_callbacks,
     .after_callbacks = after_callbacks,
     .readd = readd,
+    .connect = connect,
+    .connected = connected,
     .accept_start = accept_start,
     .accept_pause = cancel_accept,
     .accept_resume = accept_resume,

@@ -2,8 +2,8 @@
 /*
  * What the stream core (stream.cc: handles, the pending pass, the API and
  * the write queue's storage; write_queue.h: what a send takes from the
- * queue), its two paths (readiness.cc, completion.cc) and listener.cc share:
- * the handles' state bits, and the helpers the paths call. The core calls a
+ * queue; connect.cc: connect and shutdown), its two paths (readiness.cc, completion.cc) and
+ * listener.cc share: the handles' state bits, and the helpers the paths call. The core calls a
  * loop's path through the StreamPath table chosen when its I/O backend is
  * created; the paths call the core's helpers and never each other.
  */
@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include "loop/handle_flags.h"
@@ -41,6 +42,17 @@ enum : uint32_t {
     S_PENDING = 1u << 5, /* on the loop's pending list                  */
     S_UNREF = 1u << 6,   /* tl_stream_set_ref(.., 0); a closing stream still
                             counts as referenced until its close callback */
+    /* Connect and shutdown (connect.cc). Their callbacks live in the
+       embedded tl_io's cb (connect) and data (shutdown), which a stream's
+       registration does not use; their status is s->error, or -ECANCELED
+       once the stream is closing. */
+    S_CONNECTING = 1u << 7,    /* tl_stream_connect: its callback has not run */
+    S_CONNECT_DONE = 1u << 8,  /* the connect ended: its callback is due      */
+    S_SHUT = 1u << 9,          /* tl_stream_shutdown called: writes refused   */
+    S_SHUT_STARTED = 1u << 10, /* shutdown(2) made                            */
+    S_SHUT_DONE = 1u << 11,    /* the shutdown ended: its callback is due     */
+    S_SHUT_OVER = 1u << 12,    /* its callback has run                        */
+    S_FLUSH = 1u << 13,        /* writes queued, to be sent by the pending pass */
 };
 
 /* A stream's requests in the completion backend (stream_requests: its
@@ -49,6 +61,12 @@ enum : uintptr_t {
     SC_RECV = 1u << 0,   /* a multishot receive is armed (its last CQE not seen) */
     SC_CANCEL = 1u << 1, /* its cancellation is on the way                       */
     SC_SEND = 1u << 2,   /* a send is in flight                                  */
+    /* A connect in flight: its completion carries REQ_SEND, which it shares
+       with the sends since a connecting stream sends nothing. */
+    SC_CONNECT = 1u << 3,
+    /* Above these bits: how many requests the send in flight covers (it
+       gathers the queue's first ones, up to kSendIovMax buffers). */
+    SC_SEND_REQS_SHIFT = 8,
 };
 
 /* tl_listener::flags. */
@@ -111,6 +129,14 @@ struct StreamPath {
     void (*after_callbacks)(tl_loop *loop, tl_stream *s) noexcept;
     /* Gives s's requests to io, a fresh backend (completion path only). */
     int (*readd)(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept;
+    /* s (bound, S_CONNECTING set) connects to addr: 0 when under way or
+       ended (connect_ended called), or an error of the call itself, which
+       the core returns (it unbinds s). */
+    int (*connect)(tl_loop *loop, tl_stream *s, const struct sockaddr *addr,
+                   socklen_t len) noexcept;
+    /* The connect callback got 0 and s is open: start reading and sending
+       what was asked for meanwhile. */
+    void (*connected)(tl_loop *loop, tl_stream *s) noexcept;
 
     /* l was registered: start accepting. 0 or -errno. */
     int (*accept_start)(tl_loop *loop, tl_listener *l) noexcept;
@@ -141,6 +167,32 @@ inline void mark_pending(tl_loop *loop, tl_stream *s) noexcept {
 
 /* stream.cc: the write queue's storage (its operations: write_queue.h). */
 void write_queue_free(tl_loop *loop) noexcept;
+/* stream.cc: -EINVAL for an uninitialised stream or one bound to another
+   loop, -EPIPE for one closing or closed, else 0. */
+int check_stream(tl_loop *loop, const tl_stream *s) noexcept;
+/* stream.cc: makes s an active handle of loop, its fd registered: 0 or
+   -errno. */
+int stream_bind(tl_loop *loop, tl_stream *s) noexcept;
+
+/* connect.cc */
+/* Undoes stream_bind on a stream that did nothing yet. */
+void stream_unbind(tl_loop *loop, tl_stream *s) noexcept;
+/* The connect ended with status (0 or -errno): its callback is due. */
+void connect_ended(tl_loop *loop, tl_stream *s, int status) noexcept;
+/* Shuts s down once a requested shutdown finds nothing left to hand to the
+   kernel (called whenever wq_send becomes null on a stream with S_SHUT). */
+void shutdown_check(tl_loop *loop, tl_stream *s) noexcept;
+/* tl_stream_close: a connect or a shutdown not called back yet ends
+   cancelled. */
+void connect_shutdown_closing(tl_stream *s) noexcept;
+/* The pending pass runs the connect callback first; run_connect returns the
+   status of a failed connect that the reader gets after the writes' callbacks
+   (run_connect_failed_reader), else 0. The shutdown callback runs once the
+   writes queued before it have run theirs. Each of the last two returns the
+   callbacks it ran. */
+int run_connect(tl_loop *loop, tl_stream *s) noexcept;
+uint64_t run_connect_failed_reader(tl_loop *loop, tl_stream *s, int status) noexcept;
+uint64_t run_shutdown(tl_loop *loop, tl_stream *s) noexcept;
 
 /* listener.cc */
 void listeners_configure(tl_loop *loop) noexcept;

@@ -26,10 +26,11 @@
  * Callbacks. Read and accept callbacks run from the dispatch of the event
  * that produced them. Write callbacks and close callbacks run from
  * streams_run_pending, after the iteration's I/O dispatch, on both paths: a
- * write that the kernel took at once inside tl_stream_write still completes
- * from the loop, never inside the call, and the callbacks of one stream run
- * in the order its writes were queued. A stream with callbacks due is on the
- * loop's pending list (flag S_PENDING); the wait does not block while the
+ * write completes from the loop, never inside tl_stream_write (the pass
+ * itself sends what the dispatch queued, then runs the callbacks), and the
+ * callbacks of one stream run in the order its writes were queued. A stream
+ * with callbacks due is on the loop's pending list (flag S_PENDING); the
+ * wait does not block while the
  * list is non-empty, and a stream made pending by a callback of the pending
  * pass waits for the next iteration, so a write callback that writes again
  * cannot hold the loop.
@@ -144,15 +145,6 @@ bool initialised(const tl_stream *s) noexcept {
     return (s->flags & S_MAGIC_MASK) == S_MAGIC;
 }
 
-/* Common checks: -EINVAL for an uninitialised stream or one bound to another
- * loop, -EPIPE for one closing or closed. */
-int check_stream(tl_loop *loop, const tl_stream *s) noexcept {
-    if (!initialised(s)) return -EINVAL;
-    if ((s->flags & S_BOUND) && owner(s) != loop) return -EINVAL;
-    if (s->flags & (S_CLOSING | S_CLOSED)) return -EPIPE;
-    return 0;
-}
-
 /* Checks that fd is an open socket and makes it non-blocking: 0 or -errno. */
 int prepare_fd(int fd) noexcept {
     if (fd < 0) return -EBADF;
@@ -208,6 +200,11 @@ void finish_close(tl_loop *loop, tl_stream *s) noexcept {
  * close if it is due. */
 uint64_t run_stream(tl_loop *loop, tl_stream *s) noexcept {
     uint64_t ran = 0;
+    int failed = 0;
+    if (s->flags & S_CONNECT_DONE) {
+        ++ran;
+        failed = run_connect(loop, s); /* may close s */
+    }
     path(loop).before_callbacks(loop, s);
     size_t due = 0;
     for (tl_write_req *req = s->wq_head; req != s->wq_send; req = req->next) ++due;
@@ -221,6 +218,8 @@ uint64_t run_stream(tl_loop *loop, tl_stream *s) noexcept {
         ++ran;
         req->cb(loop, req, req->status);
     }
+    if (failed) ran += run_connect_failed_reader(loop, s, failed);
+    if ((s->flags & S_SHUT_DONE) && !s->wq_head) ran += run_shutdown(loop, s);
     if ((s->flags & S_CLOSING) && !s->wq_head && !(s->flags & S_PENDING)) {
         ++ran;
         finish_close(loop, s);
@@ -257,6 +256,17 @@ void write_queue_free(tl_loop *loop) noexcept {
     }
     loop->iov_chunks = nullptr;
     loop->iov_free = nullptr;
+}
+
+int check_stream(tl_loop *loop, const tl_stream *s) noexcept {
+    if (!initialised(s)) return -EINVAL;
+    if ((s->flags & S_BOUND) && owner(s) != loop) return -EINVAL;
+    if (s->flags & (S_CLOSING | S_CLOSED)) return -EPIPE;
+    return 0;
+}
+
+int stream_bind(tl_loop *loop, tl_stream *s) noexcept {
+    return bind(loop, s, true);
 }
 
 void streams_close(tl_loop *loop) noexcept {
@@ -388,6 +398,7 @@ TL_API int tl_stream_write(tl_loop *loop, tl_stream *s, tl_write_req *req, const
        (which may be fresh memory): the queue's first, sending or last
        request, which covers reusing the request just written. */
     if (req == s->wq_head || req == s->wq_send || req == s->wq_tail) return -EBUSY;
+    if (s->flags & S_SHUT) return -EPIPE;
     r = bind(loop, s, true);
     if (r < 0) return r;
     r = queue_write(loop, s, req, iov, iovcnt, total);
@@ -421,6 +432,7 @@ TL_API int tl_stream_close(tl_loop *loop, tl_stream *s, tl_close_cb cb) {
     }
     s->flags = (s->flags & ~S_READING) | S_CLOSING;
     s->close_cb = cb;
+    connect_shutdown_closing(s);
     path(loop).closing(loop, s);
     mark_pending(loop, s);
     return 0;

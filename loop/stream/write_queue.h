@@ -148,6 +148,7 @@ inline void complete_send(tl_loop *loop, tl_stream *s, int status) noexcept {
     req->status = status;
     s->wq_send = req->next;
     mark_pending(loop, s);
+    if (!s->wq_send && (s->flags & S_SHUT)) shutdown_check(loop, s);
 }
 
 /* Every request from wq_send on fails with err (a send error, or a close). */

@@ -99,6 +99,17 @@ int UringBackend::stream_recv(int fd) noexcept {
     return 0;
 }
 
+bool UringBackend::slots_ready() noexcept {
+    if (!sends_)
+        sends_ =
+            static_cast<SendSlot *>(std::calloc(uring_shim::sq_entries(&ring_), sizeof *sends_));
+    return sends_ != nullptr;
+}
+
+UringBackend::SendSlot *UringBackend::send_slot(io_uring_sqe *sqe) noexcept {
+    return &sends_[uring_shim::sqe_index(&ring_, sqe)];
+}
+
 /* One buffer goes out as a plain send, which the kernel takes without
    copying and checking a msghdr and an iovec array. Several are one
    sendmsg, whose msghdr and iovecs live in the slot of sends_ that has the
@@ -108,23 +119,33 @@ int UringBackend::stream_recv(int fd) noexcept {
    as soon as this returns, and nothing is allocated per send. */
 int UringBackend::stream_send(int fd, const struct iovec *iov, int n) noexcept {
     if (n < 1 || n > kSendIovMax) return -EINVAL;
-    if (n > 1 && !sends_) {
-        sends_ =
-            static_cast<SendSlot *>(std::calloc(uring_shim::sq_entries(&ring_), sizeof *sends_));
-        if (!sends_) return -ENOMEM;
-    }
+    if (n > 1 && !slots_ready()) return -ENOMEM;
     io_uring_sqe *sqe = get_sqe();
     if (!sqe) return -EBUSY;
     if (n == 1) {
         io_uring_prep_send(sqe, fd, iov[0].iov_base, iov[0].iov_len, MSG_NOSIGNAL);
     } else {
-        SendSlot &slot = sends_[uring_shim::sqe_index(&ring_, sqe)];
+        SendMsg &slot = send_slot(sqe)->send;
         std::memcpy(slot.iov, iov, (size_t)n * sizeof *iov);
         std::memset(&slot.msg, 0, sizeof slot.msg);
         slot.msg.msg_iov = slot.iov;
         slot.msg.msg_iovlen = (size_t)n;
         io_uring_prep_sendmsg(sqe, fd, &slot.msg, MSG_NOSIGNAL);
     }
+    io_uring_sqe_set_data64(sqe, req_tag(slot_tag(fd), REQ_SEND));
+    return 0;
+}
+
+/* The address goes in the SQE's slot of sends_, like a sendmsg's msghdr:
+   the kernel copies it while it consumes the SQE. */
+int UringBackend::stream_connect(int fd, const struct sockaddr *addr, socklen_t len) noexcept {
+    if (len > sizeof(struct sockaddr_storage)) return -EINVAL;
+    if (!slots_ready()) return -ENOMEM;
+    io_uring_sqe *sqe = get_sqe();
+    if (!sqe) return -EBUSY;
+    SendSlot *slot = send_slot(sqe);
+    std::memcpy(&slot->addr, addr, len);
+    io_uring_prep_connect(sqe, fd, reinterpret_cast<struct sockaddr *>(&slot->addr), len);
     io_uring_sqe_set_data64(sqe, req_tag(slot_tag(fd), REQ_SEND));
     return 0;
 }

@@ -107,6 +107,7 @@ public:
     int stream_recv(int fd) noexcept override;
     int stream_send(int fd, const struct iovec *iov, int n) noexcept override;
     int listener_accept(int fd) noexcept override;
+    int stream_connect(int fd, const struct sockaddr *addr, socklen_t len) noexcept override;
     void stream_cancel(int fd, unsigned kind) noexcept override;
     void release_fd(int fd) noexcept override;
     const void *buffer(uint32_t bid) noexcept override { return bufs_ + (size_t)bid * buf_size_; }
@@ -184,11 +185,19 @@ private:
     uint16_t *park_next_ = nullptr;          /* parked chains: next id + 1    */
     uint32_t *park_len_ = nullptr;           /* parked buffers' lengths       */
     uint32_t buf_count_ = 0, buf_size_ = 0;
-    struct SendSlot {
+    /* What an SQE points at until the kernel has consumed it: a sendmsg's
+       msghdr and iovecs, or a connect's address. */
+    struct SendMsg {
         struct msghdr msg;
         struct iovec iov[kSendIovMax];
     };
-    SendSlot *sends_ = nullptr; /* one per SQE slot, allocated with the first send */
+    union SendSlot {
+        SendMsg send;
+        struct sockaddr_storage addr;
+    };
+    SendSlot *sends_ = nullptr;  /* one per SQE slot, allocated with its first user */
+    bool slots_ready() noexcept; /* sends_ allocated (once, on first use) */
+    SendSlot *send_slot(io_uring_sqe *sqe) noexcept;
 };
 
 } // namespace tl::detail
