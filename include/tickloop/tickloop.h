@@ -32,7 +32,7 @@
 
 /* The one place the version lives; meson.build reads it from here. */
 #define TL_VERSION_MAJOR 0
-#define TL_VERSION_MINOR 3
+#define TL_VERSION_MINOR 4
 #define TL_VERSION_PATCH 0
 
 #ifndef TL_API
