@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -335,7 +336,10 @@ static int full_listener(int fam, where *w, int fillers[2]) {
         fcntl(fillers[i], F_SETFL, fl | O_NONBLOCK);
         connect(fillers[i], (struct sockaddr *)&w->ss, w->len);
     }
-    usleep(20000); /* the fillers' handshakes: no event to wait for */
+    /* The first filler's handshake fills the queue (backlog 0 holds one);
+       the second one's SYN is dropped, as the stream's will be. */
+    struct pollfd pfd = {.fd = fillers[0], .events = POLLOUT};
+    cr_assert_eq(poll(&pfd, 1, 5000), 1, "the first filler never connected");
     return lfd;
 }
 
