@@ -201,6 +201,16 @@ void *realloc(void *ptr, size_t size) {
  * the signalfd lands above the loop's registry, which must grow for it. */
 #define FILLED 300
 Test(signal, start_out_of_memory_is_enomem_and_changes_nothing) {
+    /* valgrind replaces realloc in every object, this program's too: then
+       nothing can make it fail, and the test has nothing to inject. */
+    void *(*volatile grow)(void *, size_t) = realloc;
+    fail_realloc = 1;
+    void *probe = grow(NULL, 16);
+    fail_realloc = 0;
+    if (probe) {
+        free(probe);
+        cr_skip_test("realloc cannot be made to fail here (replaced, as under valgrind)");
+    }
     tl_loop *loop = new_loop(), *other = new_loop();
     int p[2], fill[FILLED], filled = 0;
     cr_assert_eq(pipe(p), 0);
