@@ -99,7 +99,7 @@ int create_io(tl_loop *loop, tl_io_kind kind, IoBackend **out) noexcept {
     int r = open_io(loop, kind, out);
     if (r < 0) return r;
     streams_choose_path(loop);
-    loop->stats.io_batch_ns = (*out)->set_batch(loop->io_batch_ns);
+    batch_configure(loop, *out);
     return 0;
 }
 
@@ -186,7 +186,8 @@ TL_API int tl_loop_new(tl_loop **out, const tl_loop_options *opts) {
     loop->id = next_loop_id.fetch_add(1, std::memory_order_relaxed);
     if (loop->id == 0) loop->id = next_loop_id.fetch_add(1, std::memory_order_relaxed);
     loop->timer_slack_ns = opts->timer_slack_ns;
-    loop->io_batch_ns = opts->io_batch_ns;
+    loop->batch.bound_ns = settings.io_batch_ns;
+    loop->batch.adaptive = settings.io_batch_adaptive;
     loop->async_fd = -1;
     loop->signal_fd = -1;
     sigemptyset(&loop->signal_mask);

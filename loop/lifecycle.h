@@ -21,6 +21,8 @@ struct LoopSettings {
     const char *timers_name;           /* for messages                                */
     uint64_t max_timers_per_iteration; /* never 0                                     */
     uint32_t collect_flags;            /* TimerQueue::collect_flags                   */
+    uint64_t io_batch_ns;              /* the options', else TICKLOOP_IO_BATCH's       */
+    bool io_batch_adaptive;            /* likewise                                    */
 };
 
 /* Checks opts (NULL: the defaults) and resolves them into *out; 0, or a

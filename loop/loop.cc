@@ -12,8 +12,11 @@
  *      other clocks' timerfds are armed on the way), or "forever" without
  *      one;
  *   3. wait in the I/O backend until the absolute deadline (now + timeout),
- *      with no slack; EINTR re-waits for the same deadline;
- *   4. read the clock once into the cached `now`;
+ *      with no slack; EINTR re-waits for the same deadline (while adaptive
+ *      batching finds the load dense on a backend that cannot gather
+ *      itself, a sleep of at most io_batch_ns comes first: io/batch.h);
+ *   4. read the clock once into the cached `now`, and tell the batching
+ *      how many events the wait returned;
  *   5. run every due timer, then the I/O callbacks of the events the wait returned,
  *      then the stream callbacks due;
  *   6. run the CHECK hooks.
@@ -25,6 +28,7 @@
 
 #include "loop/clock.h"
 #include "loop/hook.h"
+#include "loop/io/batch.h"
 #include "loop/io/io.h"
 #include "loop/io_event.h"
 #include "loop/slack.h"
@@ -66,6 +70,7 @@ int iterate(tl_loop *loop, tl_run_mode mode) noexcept {
     /* The backends wait for the deadline itself (0: do not block). */
     uint64_t deadline =
         timeout == 0 ? 0 : sat_add(loop->timers.domain[TL_CLOCK_MONOTONIC].now, timeout);
+    batch_before_wait(loop, deadline, loop->timers.domain[TL_CLOCK_MONOTONIC].now);
     int n;
     do {
         /* A signal handler interrupted the wait: wait out the same deadline. */
@@ -73,6 +78,7 @@ int iterate(tl_loop *loop, tl_run_mode mode) noexcept {
     } while (n == -EINTR);
     if (n < 0) return n;
     update_time(loop);
+    batch_after_wait(loop, n, loop->timers.domain[TL_CLOCK_MONOTONIC].now, deadline != 0);
     uint64_t ran = timers_dispatch(loop);
     if (ran) {
         ++loop->stats.timer_wakeups;

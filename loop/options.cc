@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tl_loop_options: their defaults, their checks, the environment variables
- * that stand in for unset ones (TICKLOOP_IO, TICKLOOP_TIMERS), and the message
+ * that stand in for unset ones (TICKLOOP_IO, TICKLOOP_TIMERS,
+ * TICKLOOP_IO_BATCH), and the message
  * tl_loop_new_error gives when a creation fails.
  */
 #include <cerrno>
@@ -95,6 +96,62 @@ int resolve_io_kind(const tl_loop_options *opts, tl_io_kind *out) noexcept {
     return 0;
 }
 
+/* "T" of TICKLOOP_IO_BATCH: digits and a unit (ns, us, ms, s) into *ns;
+   false if it is not that or exceeds a second. */
+bool parse_duration(const char *s, uint64_t *ns) noexcept {
+    if (*s < '0' || *s > '9') return false;
+    char *end;
+    errno = 0;
+    unsigned long long v = std::strtoull(s, &end, 10);
+    if (errno) return false;
+    uint64_t unit;
+    if (std::strcmp(end, "ns") == 0)
+        unit = 1;
+    else if (std::strcmp(end, "us") == 0)
+        unit = 1000;
+    else if (std::strcmp(end, "ms") == 0)
+        unit = 1000000;
+    else if (std::strcmp(end, "s") == 0)
+        unit = 1000000000;
+    else
+        return false;
+    if (v > kMaxIoBatchNs / unit) return false;
+    *ns = v * unit;
+    return true;
+}
+
+/* The I/O batching: the options' fields, checked, or where both are 0
+   TICKLOOP_IO_BATCH's "off", "fixed:T" or "adaptive:T". */
+int resolve_io_batch(const tl_loop_options *opts, LoopSettings *out) noexcept {
+    if (opts->io_batch_ns > kMaxIoBatchNs)
+        return fail_new(-EINVAL, "tl_loop_options.io_batch_ns is %llu: above 1 s (1000000000)",
+                        (unsigned long long)opts->io_batch_ns);
+    if (opts->io_batch_adaptive > 1)
+        return fail_new(-EINVAL, "tl_loop_options.io_batch_adaptive is %u: not 0 or 1",
+                        opts->io_batch_adaptive);
+    if (opts->io_batch_adaptive && !opts->io_batch_ns)
+        return fail_new(-EINVAL, "tl_loop_options.io_batch_adaptive is 1 with io_batch_ns 0: "
+                                 "adaptive batching needs a bound");
+    out->io_batch_ns = opts->io_batch_ns;
+    out->io_batch_adaptive = opts->io_batch_adaptive != 0;
+    if (opts->io_batch_ns || opts->io_batch_adaptive) return 0;
+    const char *env = std::getenv("TICKLOOP_IO_BATCH");
+    if (!env || !*env || std::strcmp(env, "off") == 0) return 0;
+    bool ok = false;
+    if (std::strncmp(env, "fixed:", 6) == 0)
+        ok = parse_duration(env + 6, &out->io_batch_ns);
+    else if (std::strncmp(env, "adaptive:", 9) == 0)
+        ok = parse_duration(env + 9, &out->io_batch_ns) && out->io_batch_ns != 0;
+    if (!ok)
+        return fail_new(-EINVAL,
+                        "environment variable TICKLOOP_IO_BATCH='%.64s': not 'off', 'fixed:T' or "
+                        "'adaptive:T' with T a duration such as 200us or 1ms (ns, us, ms, s; at "
+                        "most 1 s; above 0 for adaptive)",
+                        env);
+    out->io_batch_adaptive = env[0] == 'a';
+    return 0;
+}
+
 bool is_power_of_two(uint32_t v) noexcept {
     return v && !(v & (v - 1));
 }
@@ -125,6 +182,9 @@ int resolve_options(const tl_loop_options *opts, LoopSettings *out) noexcept {
                             "tl_loop_options.reserved[%zu] is not zero (start from "
                             "tl_loop_options_init)",
                             i);
+    if (opts->reserved32 != 0)
+        return fail_new(-EINVAL, "tl_loop_options.reserved32 is not zero (start from "
+                                 "tl_loop_options_init)");
 
     int r = resolve_io_kind(opts, &out->io);
     if (r < 0) return r;
@@ -141,9 +201,8 @@ int resolve_options(const tl_loop_options *opts, LoopSettings *out) noexcept {
         return fail_new(-EINVAL,
                         "tl_loop_options.collect_interval_ns is %llu: above 1 s (1000000000)",
                         (unsigned long long)opts->collect_interval_ns);
-    if (opts->io_batch_ns > kMaxIoBatchNs)
-        return fail_new(-EINVAL, "tl_loop_options.io_batch_ns is %llu: above 1 s (1000000000)",
-                        (unsigned long long)opts->io_batch_ns);
+    r = resolve_io_batch(opts, out);
+    if (r < 0) return r;
 
     /* An explicit name must name a backend; an empty environment variable
        means "unset", as shells treat it. */

@@ -14,6 +14,7 @@
 #include <sys/uio.h>
 
 #include "loop/handle_flags.h"
+#include "loop/io/batch.h"
 #include "loop/io_event.h"
 #include "loop/lateness.h"
 #include "loop/list.h"
@@ -44,7 +45,7 @@ struct tl_loop {
     tl_io_kind io_kind;            /* EPOLL or URING: what tl_loop_fork re-creates */
     uint32_t fork_gen;             /* the process's fork count when its kernel objects were made */
     uint64_t timer_slack_ns;       /* 0: leave alone                           */
-    uint64_t io_batch_ns;          /* tl_loop_options.io_batch_ns (asked for)   */
+    tl::detail::IoBatch batch;     /* io_batch_ns, io_batch_adaptive (io/batch.h) */
     pthread_t run_thread;          /* valid while running: debug thread check  */
     tl_detail_clock_fn test_clock; /* the test seam: null reads the real clocks  */
     void *test_clock_ctx;

@@ -118,10 +118,42 @@ typedef struct tl_loop_options {
        much added lateness per event. A timer's deadline still ends the wait
        on time. 0 (the default): every wait returns with its first event.
        In effect on io_uring where the kernel has a minimum wait (Linux 6.12,
-       IORING_FEAT_MIN_TIMEOUT); epoll has no such wait and ignores it.
+       IORING_FEAT_MIN_TIMEOUT); epoll has no such wait and ignores it
+       (io_batch_adaptive, below, gathers on both).
        tl_loop_stats.io_batch_ns says which. At most 1 s (1e9), else
        tl_loop_new returns -EINVAL.                                          */
     uint64_t io_batch_ns;
+    /* I/O batching that follows the load (extension): 1 makes the loop
+       gather only while events arrive densely, within the same bound
+       io_batch_ns (which must then be non-zero, else -EINVAL); 0 (the
+       default): io_batch_ns alone, as above. Other values: -EINVAL.
+       The rule. After each wait that returned I/O events the loop updates
+       its estimate of the time between events, from the times it already
+       reads once per iteration (never a clock read per event): the gap
+       since the previous such wait divided by the events it returned,
+       averaged over the last few waits (each weighs 1/4). The loop is
+       dense while that estimate lets at least 4 events arrive within
+       io_batch_ns, and stays dense until fewer than 2 would; it becomes
+       sparse at once when a wait returns no event for longer than
+       io_batch_ns (a timer's wake-up, an idle spell), so the first event
+       after a quiet spell is never held. While sparse, every wait returns
+       with its first event; while dense, a wait gathers as io_batch_ns
+       says: on io_uring with the kernel's minimum wait where it has one
+       (Linux 6.12), elsewhere (epoll, older kernels) by sleeping until
+       io_batch_ns after the wait began before it polls, as libev's
+       io_collect_interval does. Either way an event waits at most
+       io_batch_ns more than it would have, and a timer's deadline ends the
+       gathering on time. tl_loop_stats.io_batched_waits counts the waits
+       that gathered, and tl_loop_stats.io_batch_ns reads io_batch_ns on
+       both backends.
+       TICKLOOP_IO_BATCH sets io_batch_ns and io_batch_adaptive when both
+       are 0 (or opts is NULL), as TICKLOOP_IO does for io: "off",
+       "fixed:T" or "adaptive:T", T a number with a unit ns, us, ms or s
+       (e.g. adaptive:200us, fixed:1ms), at most 1 s and, for adaptive,
+       more than 0. Anything else: tl_loop_new fails with -EINVAL, named by
+       tl_loop_new_error().                                                 */
+    uint32_t io_batch_adaptive;
+    uint32_t reserved32; /* zero (-EINVAL otherwise): a later field's place */
     /* ABI: the struct has a fixed size, TL_LOOP_OPTIONS_SIZE bytes, for the
        life of the soname (docs/abi.md). A field added later takes the place
        of reserved words at the end: add it just above `reserved`, shrink
@@ -130,7 +162,7 @@ typedef struct tl_loop_options {
        words are zero, keeps today's behaviour. Always start from
        tl_loop_options_init() (or zero the struct); tl_loop_new() returns
        -EINVAL if a reserved word is not zero.                                */
-    uint64_t reserved[23];
+    uint64_t reserved[22];
 } tl_loop_options;
 
 #define TL_LOOP_OPTIONS_SIZE 256
@@ -145,7 +177,9 @@ TL_API void tl_loop_options_init(tl_loop_options *opts);
  * value other than "epoll", "io_uring" or "auto" when io is TL_IO_AUTO,
  * wheel_slots not a power of two or larger than the wheel backend takes, a
  * reserved word not zero, tick_ns, timer_slack_ns, collect_interval_ns
- * or io_batch_ns above 1 s, read_buffer_size or read_buffer_count out of range), -ENOENT
+ * or io_batch_ns above 1 s, io_batch_adaptive not 0 or 1 or set with
+ * io_batch_ns 0, a TICKLOOP_IO_BATCH value it cannot parse,
+ * read_buffer_size or read_buffer_count out of range), -ENOENT
  * (unknown timer backend name, from opts->timers or TICKLOOP_TIMERS),
  * -ENOSYS (io kind not available in this build or kernel), -EPERM (io_uring
  * asked for and refused by the kernel), -ENOMEM, or the kernel's errno from
@@ -943,14 +977,18 @@ typedef struct tl_loop_stats {
     uint64_t accepts;               /* sockets handed to accept callbacks           */
     uint64_t io_batch_ns;           /* the I/O batching bound in effect: the
                                        loop's tl_loop_options.io_batch_ns on a
-                                       backend that has it, else 0            */
+                                       backend that has it or with
+                                       io_batch_adaptive, else 0              */
     /* ABI: the struct has a fixed size, TL_LOOP_STATS_SIZE bytes, for the life
        of the soname (docs/abi.md), so a newer library never writes past an
        older program's struct. A counter added later takes the place of a
        reserved word: add it just above `reserved` and shrink `reserved` by
        one. The library zeroes the reserved words.                             */
-    uint64_t connects; /* connect callbacks run (any status)              */
-    uint64_t reserved[41];
+    uint64_t connects;         /* connect callbacks run (any status)              */
+    uint64_t io_batched_waits; /* waits that gathered I/O (io_batch_ns): entered
+                                  with io_uring's minimum wait, or preceded by
+                                  the sleep that stands in for it             */
+    uint64_t reserved[40];
 } tl_loop_stats;
 
 #define TL_LOOP_STATS_SIZE 512

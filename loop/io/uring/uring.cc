@@ -237,6 +237,7 @@ int UringBackend::wait_cqe(uint64_t deadline_ns, unsigned cap) noexcept {
         if (usec) {
             uring_shim::set_min_wait(&arg, (uint32_t)usec);
             wait_nr = cap;
+            ++loop_->stats.io_batched_waits;
         }
     }
     if (deadline_ns != UINT64_MAX) {
