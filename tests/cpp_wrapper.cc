@@ -221,6 +221,26 @@ Test(cpp_wrapper, every_option_reaches_the_loop) {
     }
 }
 
+Test(cpp_wrapper, io_batch_options_reach_the_loop) {
+    tickloop::Options o;
+    o.io = TL_IO_EPOLL;
+    o.io_batch = 2ms;
+    o.io_batch_adaptive = true;
+    tickloop::Loop loop(o);
+    /* Adaptive batching is in effect on epoll too; fixed is not. */
+    cr_assert_eq(loop.stats().io_batch_ns, 2000000u);
+    o.io_batch_adaptive = false;
+    tickloop::Loop fixed(o);
+    cr_assert_eq(fixed.stats().io_batch_ns, 0u);
+    o.io_batch = 0ms;
+    o.io_batch_adaptive = true;
+    expect_loop_refused(o, "adaptive without a bound", [](const std::system_error &e) {
+        cr_assert_eq(e.code().value(), EINVAL);
+        cr_assert(std::string(e.what()).find("io_batch_adaptive") != std::string::npos, "%s",
+                  e.what());
+    });
+}
+
 Test(cpp_wrapper, adopt_and_borrow_a_c_loop) {
     tl_loop *raw;
     cr_assert_eq(tl_loop_new(&raw, nullptr), 0);

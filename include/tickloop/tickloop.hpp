@@ -177,6 +177,8 @@ struct Options {
     nanoseconds collect_interval{0};       /* leeway lent to timers without one    */
     uint32_t read_buffer_size = 0;         /* streams' read buffers, bytes; 0: 16 KiB   */
     uint32_t read_buffer_count = 0;        /* buffers in the io_uring ring; 0: 256      */
+    nanoseconds io_batch{0};               /* I/O batching bound; 0: off                */
+    bool io_batch_adaptive = false;        /* gather only while the load is dense       */
 };
 
 /* Whether a Loop built from a tl_loop* frees it. */
@@ -228,6 +230,8 @@ public:
             detail::to_ns(options.collect_interval, "Options::collect_interval");
         opts.read_buffer_size = options.read_buffer_size;
         opts.read_buffer_count = options.read_buffer_count;
+        opts.io_batch_ns = detail::to_ns(options.io_batch, "Options::io_batch");
+        opts.io_batch_adaptive = options.io_batch_adaptive ? 1 : 0;
         int r = tl_loop_new(&loop_, &opts);
         if (r < 0) {
             /* Which option or environment variable was refused, and why. */
