@@ -72,7 +72,7 @@ void verify_timers(const tl_loop *loop, const TimerList &list, uint32_t flag, co
         if (++seen > list.count) broken("longer than its count");
         if (prev_of(t) != prev) broken("prev link broken");
         if ((t->flags & TIMER_STATE) != (TIMER_ACTIVE | flag)) broken("member flags wrong");
-        if (t->reserved != timer_owner(loop->id, t)) broken("member owned by another loop");
+        if (!timer_owned_by(t, loop->id)) broken("member owned by another loop");
         const TimerDomain &d = loop->timers.domain[timer_clock(t)];
         /* Between dispatches, deferred timers are those a dispatch popped
            and deferred (timer.cc: a backend without reserve). */
@@ -153,7 +153,7 @@ void loop_verify(tl_loop *loop, const char *where) noexcept {
     if (size > kVerifyEveryOpUpTo && ++loop->verify_ops < size / kVerifyAmortized) return;
     loop->verify_ops = 0;
     uint64_t listed[kClocks] = {};
-    verify_timers(loop, q.ready, TIMER_QUEUED, where, "ready", listed);
+    verify_timers(loop, q.ready, TIMER_READY, where, "ready", listed);
     verify_timers(loop, q.deferred, TIMER_DEFERRED, where, "deferred", listed);
     uint64_t per_domain = 0;
     for (unsigned c = 0; c < kClocks; ++c) {

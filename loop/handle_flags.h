@@ -18,7 +18,7 @@ namespace tl::detail {
 /* tl_timer::flags, owned by the loop. Layout (one word, 32 bits):
  *   bit 0      TIMER_ACTIVE  inside a backend instance, or in the ready or the
  *                            deferred list
- *   bit 1      TIMER_QUEUED  in the loop's ready list (popped, callback not run
+ *   bit 1      TIMER_READY   in the loop's ready list (popped, callback not run
  *                            yet); only with TIMER_ACTIVE
  *   bit 2      TIMER_UNREF   tl_timer_set_ref(.., 0); kept across stop/start
  *   bit 3      TIMER_DEFERRED in the loop's deferred list (started during a
@@ -44,14 +44,14 @@ namespace tl::detail {
  * dispatch; TIMER_STATE is what "not scheduled" clears. */
 enum : uint32_t {
     TIMER_ACTIVE = 1u << 0,
-    TIMER_QUEUED = 1u << 1,
+    TIMER_READY = 1u << 1,
     /* tl_timer_set_ref(.., 0): does not keep the loop alive. Kept across
        stop/start: only tl_timer_init clears it. */
     TIMER_UNREF = 1u << 2,
     TIMER_DEFERRED = 1u << 3,
     TIMER_PERIODIC = 1u << 4,
     TIMER_FRESH = 1u << 5,
-    TIMER_STATE = TIMER_ACTIVE | TIMER_QUEUED | TIMER_DEFERRED,
+    TIMER_STATE = TIMER_ACTIVE | TIMER_READY | TIMER_DEFERRED,
     TIMER_CLOCK_SHIFT = 8,
     TIMER_CLOCK_MASK = 3u << TIMER_CLOCK_SHIFT,
 };
@@ -63,6 +63,18 @@ enum : uint32_t {
  * that names no live loop but by a 1 in 2^32 chance. */
 inline uint32_t timer_owner(uint32_t loop_id, const tl_timer *t) noexcept {
     return loop_id ^ (uint32_t)(reinterpret_cast<uintptr_t>(t) >> 3);
+}
+/* The owner tag by name: the public field keeps its name (reserved, which
+ * callers must leave alone), and loop/ reads and writes it only here. */
+inline void set_timer_owner(tl_timer *t, uint32_t loop_id) noexcept {
+    t->reserved = timer_owner(loop_id, t);
+}
+inline bool timer_owned_by(const tl_timer *t, uint32_t loop_id) noexcept {
+    return t->reserved == timer_owner(loop_id, t);
+}
+/* The loop id the tag names (meaningful only if the timer really is active). */
+inline uint32_t timer_owner_id(const tl_timer *t) noexcept {
+    return t->reserved ^ timer_owner(0, t);
 }
 inline constexpr unsigned timer_clock(const tl_timer *t) noexcept {
     return (t->flags & TIMER_CLOCK_MASK) >> TIMER_CLOCK_SHIFT;

@@ -83,7 +83,7 @@ struct TimerQueue {
        the next dispatch of its domain runs it first. */
     TimerList deferred;
     /* Popped by this iteration's dispatch, callbacks not run yet, in pop
-       order (flag TIMER_QUEUED; same links as the deferred list). Empty
+       order (flag TIMER_READY; same links as the deferred list). Empty
        outside timers_dispatch. */
     TimerList ready;
     TimerDomain domain[kClocks]; /* by tl_clock */

@@ -93,7 +93,7 @@ void carry(TimerQueue &q, TimerDomain &d, tl_timer *t) noexcept {
         tl_timer *next = next_of(t);
         if (&domain_of(loop, t) == &d) {
             q.deferred.unlink(t);
-            t->flags = (t->flags & ~TIMER_DEFERRED) | TIMER_QUEUED;
+            t->flags = (t->flags & ~TIMER_DEFERRED) | TIMER_READY;
             q.ready.append(t);
         }
         t = next;
@@ -156,7 +156,7 @@ uint64_t dispatch_domain(tl_loop *loop, TimerDomain &d, uint64_t cap) noexcept {
             }
             TL_DEBUG_CHECK_POPPED(loop, t, now, popped + n == 0);
             q.ready.append(t);
-            t->flags |= TIMER_QUEUED;
+            t->flags |= TIMER_READY;
             ++n;
         }
         popped += n;
@@ -166,7 +166,7 @@ uint64_t dispatch_domain(tl_loop *loop, TimerDomain &d, uint64_t cap) noexcept {
            it) or free one it stopped, so the head is read afresh every time. */
         while (tl_timer *t = q.ready.head) {
             q.ready.unlink(t);
-            t->flags &= ~TIMER_QUEUED;
+            t->flags &= ~TIMER_READY;
             lateness_record(loop->lateness, now, t->deadline);
             rearm_or_deactivate(loop, b, self, now, t);
             ++loop->stats.timers_fired;

@@ -6,7 +6,7 @@
  *
  * A timer is active (TIMER_ACTIVE) while it is inside its domain's backend
  * instance, or in one of the queue's two lists of timers no instance holds:
- * the ready list (TIMER_QUEUED: popped, callback not run yet) and the
+ * the ready list (TIMER_READY: popped, callback not run yet) and the
  * deferred list (TIMER_DEFERRED: started during a dispatch, already due).
  * Its clock bits name its domain. `reserved`
  * then holds the owning loop's id, mixed with the timer's address
@@ -54,7 +54,7 @@ using namespace tl::detail;
 namespace {
 
 bool owned_by_other(const tl_loop *loop, const tl_timer *t) noexcept {
-    return (t->flags & TIMER_ACTIVE) && t->reserved != timer_owner(loop->id, t);
+    return (t->flags & TIMER_ACTIVE) && !timer_owned_by(t, loop->id);
 }
 
 /* A timer without a leeway of its own takes the loop's collect interval
@@ -74,8 +74,8 @@ void lend_collect_interval(const tl_loop *loop, tl_timer *t) noexcept {
    deferred list, or its clock's instance. */
 inline void unlink_timer(tl_loop *loop, tl_timer *t, uint32_t f) noexcept {
     TimerQueue &q = loop->timers;
-    if (f & (TIMER_QUEUED | TIMER_DEFERRED)) [[unlikely]]
-        (f & TIMER_QUEUED ? q.ready : q.deferred).unlink(t);
+    if (f & (TIMER_READY | TIMER_DEFERRED)) [[unlikely]]
+        (f & TIMER_READY ? q.ready : q.deferred).unlink(t);
     else
         q.backend->remove(q.domain[(f & TIMER_CLOCK_MASK) >> TIMER_CLOCK_SHIFT].instance, t);
 }
@@ -109,7 +109,7 @@ struct OnClock {
 /* Pre: t inactive, inserted. Post: t active, owned by loop. */
 inline void activate(tl_loop *loop, tl_timer *t) noexcept {
     t->flags |= TIMER_ACTIVE;
-    t->reserved = timer_owner(loop->id, t); /* read only while active */
+    set_timer_owner(t, loop->id); /* read only while active */
     handle_activated(loop, t->flags & TIMER_UNREF);
 }
 
@@ -155,9 +155,9 @@ template <class Where>
     void *self = q.domain[to.c].instance;
     uint32_t f = t->flags;
     const uint32_t keep =
-        ~(TIMER_QUEUED | TIMER_DEFERRED | TIMER_FRESH | TIMER_CLOCK_MASK | TIMER_PERIODIC);
-    if (f & (TIMER_QUEUED | TIMER_DEFERRED))
-        (f & TIMER_QUEUED ? q.ready : q.deferred).unlink(t);
+        ~(TIMER_READY | TIMER_DEFERRED | TIMER_FRESH | TIMER_CLOCK_MASK | TIMER_PERIODIC);
+    if (f & (TIMER_READY | TIMER_DEFERRED))
+        (f & TIMER_READY ? q.ready : q.deferred).unlink(t);
     else if (f & TIMER_ACTIVE)
         b->remove(q.domain[(f & TIMER_CLOCK_MASK) >> TIMER_CLOCK_SHIFT].instance, t);
     else if (over_max_timers(loop))
@@ -282,7 +282,7 @@ namespace {
    stop, and a debug build says so on stderr, since it is a bug to fix (the
    timer is not stopped where the program meant it to be). */
 [[gnu::noinline]] void stop_before_init(tl_timer *t) noexcept {
-    tl_loop *loop = loop_by_id(t->reserved ^ timer_owner(0, t));
+    tl_loop *loop = loop_by_id(timer_owner_id(t));
     if (!loop) return;
 #ifndef NDEBUG
     check_loop_thread(loop, "tl_timer_init");
