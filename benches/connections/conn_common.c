@@ -43,8 +43,34 @@ static void usage(const char *argv0, int opts) {
             "  --timeout-ms N  idle timeout before --scale (default 60000)\n"
             "  --scale X       multiplies the timeout (default 1)\n",
             argv0, opts & CB_OPT_LOOP ? " [--io epoll|io_uring] [--timers NAME]" : "",
-            opts & CB_OPT_BATCH ? " [--io-batch-us N]" : "");
+            opts & CB_OPT_BATCH ? " [--io-batch off|adaptive:US|fixed:US] [--io-batch-us N]" : "");
     exit(2);
+}
+
+/* --io-batch off | adaptive:US | fixed:US (US > 0, in microseconds). */
+static int parse_io_batch(const char *val) {
+    if (strcmp(val, "off") == 0) {
+        cb_config.io_batch_ns = 0;
+        cb_config.io_batch_adaptive = 0;
+        return 0;
+    }
+    uint32_t adaptive;
+    const char *us;
+    if (strncmp(val, "adaptive:", 9) == 0) {
+        adaptive = 1;
+        us = val + 9;
+    } else if (strncmp(val, "fixed:", 6) == 0) {
+        adaptive = 0;
+        us = val + 6;
+    } else {
+        return -1;
+    }
+    char *end;
+    double v = strtod(us, &end);
+    if (end == us || *end || !(v > 0)) return -1;
+    cb_config.io_batch_ns = (uint64_t)(v * 1e3);
+    cb_config.io_batch_adaptive = adaptive;
+    return 0;
 }
 
 void cb_parse_args(int argc, char **argv, int opts) {
@@ -65,9 +91,12 @@ void cb_parse_args(int argc, char **argv, int opts) {
             cb_config.io = val;
         else if ((opts & CB_OPT_LOOP) && strcmp(opt, "--timers") == 0)
             cb_config.timers = val;
-        else if ((opts & CB_OPT_BATCH) && strcmp(opt, "--io-batch-us") == 0)
+        else if ((opts & CB_OPT_BATCH) && strcmp(opt, "--io-batch") == 0) {
+            if (parse_io_batch(val) < 0) usage(argv[0], opts);
+        } else if ((opts & CB_OPT_BATCH) && strcmp(opt, "--io-batch-us") == 0) {
             cb_config.io_batch_ns = (uint64_t)(atof(val) * 1e3);
-        else
+            cb_config.io_batch_adaptive = 0;
+        } else
             usage(argv[0], opts);
     }
     if (timeout_ms <= 0 || scale <= 0 || leeway_ms < 0) usage(argv[0], opts);

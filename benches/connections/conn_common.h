@@ -37,12 +37,14 @@ void cb_hist_add(struct cb_hist *h, uint64_t v);
 
 struct cb_config {
     int port;
-    uint64_t timeout_ns;  /* idle timeout, already scaled */
-    uint64_t leeway_ns;   /* tickloop: tl_timer_set_leeway on the idle timers */
-    const char *io;       /* tickloop: "epoll" or "io_uring" */
-    const char *timers;   /* tickloop: timer backend name, NULL for the default */
-    uint64_t io_batch_ns; /* tickloop: tl_loop_options.io_batch_ns; libev:
-                             ev_set_io_collect_interval */
+    uint64_t timeout_ns;        /* idle timeout, already scaled */
+    uint64_t leeway_ns;         /* tickloop: tl_timer_set_leeway on the idle timers */
+    const char *io;             /* tickloop: "epoll" or "io_uring" */
+    const char *timers;         /* tickloop: timer backend name, NULL for the default */
+    uint64_t io_batch_ns;       /* tickloop: tl_loop_options.io_batch_ns; libev:
+                                   ev_set_io_collect_interval (fixed only) */
+    uint32_t io_batch_adaptive; /* tickloop: tl_loop_options.io_batch_adaptive;
+                                   libev keeps its defaults when it is 1 */
 };
 
 /* Counters every server keeps, printed by cb_print_stats. */
@@ -64,7 +66,9 @@ extern struct cb_config cb_config;
 
 /* What a server takes beyond --port N --timeout-ms N --scale X --leeway-ms N:
  * CB_OPT_LOOP, --io epoll|io_uring --timers NAME (tickloop); CB_OPT_BATCH,
- * --io-batch-us N (tickloop, and libev as its I/O collect interval). */
+ * --io-batch off|adaptive:US|fixed:US (US in microseconds; tickloop, and
+ * libev for fixed:US as its I/O collect interval) and its older spelling
+ * --io-batch-us N, the same as --io-batch fixed:N. */
 enum { CB_OPT_LOOP = 1, CB_OPT_BATCH = 2 };
 
 /* Parses the options `opts` allows; exits with a message on anything else. */

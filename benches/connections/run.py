@@ -5,6 +5,7 @@
     benches/connections/run.py [--build build] [--conns 200000] [--scale 0.1]
         [--servers "tickloop-epoll tickloop-io_uring libev libuv"]
         [--rounds 1] [--procs 0] [--window 3] [--out FILE.tsv] [--json FILE]
+        [--io-batch "off adaptive:1000 fixed:1000"]
 
 N connections over loopback, held by P server processes on one
 SO_REUSEPORT port and opened by P client processes (conn-client), P chosen
@@ -29,6 +30,22 @@ For each server in turn (rounds interleaved: every server once, then again):
   4. once every silent connection is past its timeout: idle closes, checked
      by the clients (exactly the silent ones, each one timeout after its
      last heartbeat) and by the servers (close time - timer deadline).
+
+--io-batch takes a list of I/O batching modes, US in microseconds: off,
+adaptive:US (tickloop's tl_loop_options.io_batch_adaptive = 1 with
+io_batch_ns = US: it gathers only while the load is dense) and fixed:US
+(io_batch_ns = US alone: every wait gathers; on io_uring with the kernel's
+minimum wait only, epoll ignores it). Each server runs once per mode, as a
+row of its own named "SERVER MODE" (e.g. "tickloop-io_uring adaptive:1000",
+"libev fixed:1000"), the rounds interleaved over all rows. libev keeps its
+defaults in the off and adaptive rows (what a libev user runs) and gathers
+with its own ev_set_io_collect_interval(US) in the fixed rows; libuv has no
+batching and gets one row, "libuv off". Without --io-batch every server
+runs once, unbatched, under its bare name. --io-batch-us US is the older
+spelling of --io-batch fixed:US. TICKLOOP_IO_BATCH is removed from the
+servers' environment, so that a row runs the mode its name says. For
+tickloop rows the table adds the waits that gathered (tl_loop_stats'
+io_batched_waits) per second and as a share of the wake-ups.
 
 The Slab growth includes both ends of each loopback connection and the
 client's epoll entry: the client is the same for every server, so the
@@ -148,13 +165,44 @@ def snapshot(procs, prefix, timeout=30):
     return [parse_kv(p.wait_line(prefix, timeout, after=b)) for p, b in zip(procs, before)]
 
 
-def server_options(args, name):
+def parse_mode(mode):
+    """An --io-batch mode: off, adaptive:US or fixed:US (US > 0); exits on
+    anything else."""
+    kind, _, us = mode.partition(":")
+    try:
+        ok = (mode == "off") or (kind in ("adaptive", "fixed") and float(us) > 0)
+    except ValueError:
+        ok = False
+    if not ok:
+        sys.exit(f"run.py: --io-batch: '{mode}' is not off, adaptive:US or fixed:US (US > 0, microseconds)")
+    return mode
+
+
+def plan_rows(args, servers):
+    """(row name, server, mode) for each server and --io-batch mode, in
+    the order the rounds run them."""
+    if args.io_batch is None:
+        return [(s, s, "off") for s in servers]
+    rows = []
+    for s in servers:
+        for mode in args.io_batch:
+            if s == "libuv" and mode != "off":
+                continue  # no batching: its one row is "libuv off"
+            rows.append((f"{s} {mode}", s, mode))
+        if s == "libuv" and "off" not in args.io_batch:
+            rows.append((f"{s} off", s, "off"))
+    return rows
+
+
+def server_options(args, name, mode):
     """The options every server process of this run gets."""
     common = ["--scale", str(args.scale)]
     if args.leeway_ms and name.startswith("tickloop"):
         common += ["--leeway-ms", str(args.leeway_ms)]
-    if args.io_batch_us and (name.startswith("tickloop") or name == "libev"):
-        common += ["--io-batch-us", str(args.io_batch_us)]
+    # libev decides itself: fixed:US is its collect interval, off and
+    # adaptive:US its defaults (server_libev.c).
+    if mode != "off" and (name.startswith("tickloop") or name == "libev"):
+        common += ["--io-batch", mode]
     if args.timers and name.startswith("tickloop"):
         common += ["--timers", args.timers]
     return common
@@ -165,17 +213,18 @@ def stats_delta(a, b, key):
     return sum(int(y.get(key, 0)) - int(x.get(key, 0)) for x, y in zip(a, b))
 
 
-def connect_all(args, name, tmp, exe, client_exe, servers, clients):
+def connect_all(args, name, mode, tmp, exe, client_exe, servers, clients):
     """Starts the servers and the clients (appended to the lists given),
     opens a tenth of the connections, then the rest, timed; returns the
     setup's figures."""
     n, procs_n, scale = args.conns, args.procs, args.scale
     m = {"slab0": meminfo_kb("Slab")}
     extra = SERVERS[name][1]
+    tag = f"{name}-{mode}".replace(":", "_")
     port = 0
     for i in range(procs_n):
-        s = Proc([exe, "--port", str(port)] + extra + server_options(args, name),
-                 os.path.join(tmp, f"{name}-s{i}.log"))
+        s = Proc([exe, "--port", str(port)] + extra + server_options(args, name, mode),
+                 os.path.join(tmp, f"{tag}-s{i}.log"))
         servers.append(s)
         line = s.wait_line("listening on", 30)
         port = int(line.split()[-1])
@@ -189,7 +238,7 @@ def connect_all(args, name, tmp, exe, client_exe, servers, clients):
                              "--index", str(i), "--scale", str(scale), "--pause-at",
                              str(pauses[i]), "--inflight", str(args.inflight),
                              "--window-ms", str(args.window_ms)],
-                            os.path.join(tmp, f"{name}-c{i}.log")))
+                            os.path.join(tmp, f"{tag}-c{i}.log")))
     for c in clients:
         c.wait_line("paused", 300)
 
@@ -250,6 +299,8 @@ def heartbeat_window(args, servers, clients, interval):
     w["nivcsw"] = stats_delta(a, b, "nivcsw")
     # Loop iterations (wake-ups) where the server reports them.
     w["iters"] = stats_delta(a, b, "iterations")
+    # Waits that gathered I/O, where the server reports them (tickloop).
+    w["batched"] = stats_delta(a, b, "io_batched_waits") if "io_batched_waits" in b[0] else None
     restart = {}
     restart_max = 0
     for x, y in zip(a, b):
@@ -261,8 +312,9 @@ def heartbeat_window(args, servers, clients, interval):
     return w
 
 
-def result_row(args, name, round_no, m, w, fs, fc):
-    """One round of one server: the row of the tables and the JSON."""
+def result_row(args, row, round_no, m, w, fs, fc):
+    """One round of one row (server and mode): the row of the tables and the JSON."""
+    label, name, mode = row
     n, n1 = args.conns, m["n1"]
     t1, t2, hbs, iters, cpu_us, user_us = m["t1"], m["t2"], w["hbs"], w["iters"], w["cpu_us"], w["user_us"]
     restart, restart_max = w["restart"], w["restart_max"]
@@ -276,7 +328,9 @@ def result_row(args, name, round_no, m, w, fs, fc):
 
     return {
         "round": round_no,
-        "server": name,
+        "server": label,
+        "loop": name,
+        "io_batch": mode,
         "conns": n,
         "procs": args.procs,
         "scale": args.scale,
@@ -294,6 +348,8 @@ def result_row(args, name, round_no, m, w, fs, fc):
         "user_us_per_hb": user_us / hbs if hbs else 0,
         "sys_us_per_hb": (cpu_us - user_us) / hbs if hbs else 0,
         "hb_per_wakeup": hbs / iters if iters else 0,
+        "batched_per_s": None if w["batched"] is None else w["batched"] / w["seconds"],
+        "batched_share": None if w["batched"] is None else (w["batched"] / iters if iters else 0),
         "vcsw_per_khb": w["nvcsw"] * 1000 / hbs if hbs else 0,
         "ivcsw_per_khb": w["nivcsw"] * 1000 / hbs if hbs else 0,
         "server_cores": cpu_us / 1e6 / w["seconds"],
@@ -320,17 +376,18 @@ def result_row(args, name, round_no, m, w, fs, fc):
     }
 
 
-def run_one(args, name, tmp, round_no):
+def run_one(args, row, tmp, round_no):
+    label, name, mode = row
     exe = os.path.join(args.build, "benches", "connections", SERVERS[name][0])
     if not os.access(exe, os.X_OK):
-        log(f"run.py: {name}: {exe} not built, skipped")
+        log(f"run.py: {label}: {exe} not built, skipped")
         return None
     client_exe = os.path.join(args.build, "benches", "connections", "conn-client")
     interval = 30.0 * args.scale
     timeout = 60.0 * args.scale
     servers, clients = [], []
     try:
-        m = connect_all(args, name, tmp, exe, client_exe, servers, clients)
+        m = connect_all(args, name, mode, tmp, exe, client_exe, servers, clients)
         w = heartbeat_window(args, servers, clients, interval)
         # Every silent connection is past its timeout: the last one opened
         # (at t2) went silent (silent-after - 1) intervals later.
@@ -339,7 +396,7 @@ def run_one(args, name, tmp, round_no):
             time.sleep(0.2)
         fs = snapshot(servers, "stats")
         fc = snapshot(clients, "cstats")
-        return result_row(args, name, round_no, m, w, fs, fc)
+        return result_row(args, row, round_no, m, w, fs, fc)
     finally:
         for c in clients:
             c.stop()
@@ -359,6 +416,8 @@ COLUMNS = [
     ("user_us_per_hb", "user us", "{:.2f}"),
     ("sys_us_per_hb", "sys us", "{:.2f}"),
     ("hb_per_wakeup", "heartbeats/wake-up", "{:.1f}"),
+    ("batched_per_s", "batched waits/s", "{:,.0f}"),
+    ("batched_share", "batched/wake-up", "{:.2f}"),
     ("vcsw_per_khb", "sleeps/1k hb", "{:.0f}"),
     ("ivcsw_per_khb", "preempted/1k hb", "{:.0f}"),
     ("hb_rate", "heartbeats/s", "{:,.0f}"),
@@ -373,6 +432,15 @@ COLUMNS = [
 ]
 
 
+def cell(row, k, f):
+    """A figure as the tables print it: "-" where the server does not
+    report it (libuv's wake-ups, batched waits outside tickloop)."""
+    v = row[k]
+    if v is None or (k == "hb_per_wakeup" and not v):
+        return "-"
+    return f.format(v)
+
+
 def median_rows(results, servers):
     rows = []
     for s in servers:
@@ -381,7 +449,7 @@ def median_rows(results, servers):
             continue
         row = dict(rs[0])
         for k, v in rs[0].items():
-            if isinstance(v, (int, float)) and k not in ("round",):
+            if isinstance(v, (int, float)) and k not in ("round",) and all(r[k] is not None for r in rs):
                 vals = [r[k] for r in rs]
                 if k in ("wrong_closed", "silent_overdue", "silent_early", "silent_late",
                          "idle_early", "idle_late_max_us", "client_close_max_ms", "restart_max_us",
@@ -409,9 +477,11 @@ def main():
                     help="how late after its timeout a silent connection's close may be seen by the client")
     ap.add_argument("--inflight", type=int, default=256)
     ap.add_argument("--leeway-ms", type=float, default=0)
+    ap.add_argument("--io-batch", default=None,
+                    help='I/O batching modes, each a row per server: "off adaptive:US fixed:US" '
+                    "(US in microseconds; see above)")
     ap.add_argument("--io-batch-us", type=float, default=0,
-                    help="tickloop servers: tl_loop_options.io_batch_ns, in us (0: off); "
-                    "libev: ev_set_io_collect_interval; libuv has no such option")
+                    help="the older spelling of --io-batch fixed:US")
     ap.add_argument("--timers", default=None)
     ap.add_argument("--out", help="TSV of the median rows (plot_connections.py)")
     ap.add_argument("--json", help="every round's results")
@@ -430,32 +500,43 @@ def main():
     for s in servers:
         if s not in SERVERS:
             sys.exit(f"run.py: unknown server {s}; known: {' '.join(SERVERS)}")
+    if args.io_batch_us:
+        if args.io_batch is not None:
+            sys.exit("run.py: --io-batch-us and --io-batch: give one")
+        args.io_batch = f"fixed:{args.io_batch_us:g}"
+    if args.io_batch is not None:
+        args.io_batch = [parse_mode(m) for m in args.io_batch.split()]
+        if not args.io_batch:
+            sys.exit("run.py: --io-batch: no mode given")
+    rows_planned = plan_rows(args, servers)
+    if os.environ.pop("TICKLOOP_IO_BATCH", None) is not None:
+        log("run.py: TICKLOOP_IO_BATCH removed from the servers' environment (use --io-batch)")
     log(f"run.py: {args.conns} connections, {args.procs} server + {args.procs} client processes "
         f"(open files limit {hard}), heartbeat {30 * args.scale:g} s, idle timeout {60 * args.scale:g} s")
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(1, args.rounds + 1):
-            for s in servers:
-                res = run_one(args, s, tmp, r)
+            for row in rows_planned:
+                res = run_one(args, row, tmp, r)
                 results.append(res)
                 if res:
-                    log(f"round {r} {s}: " + ", ".join(
-                        f"{h} " + f.format(res[k]) for k, h, f in COLUMNS[1:]))
-    rows = median_rows(results, servers)
+                    log(f"round {r} {row[0]}: " + ", ".join(
+                        f"{h} " + cell(res, k, f) for k, h, f in COLUMNS[1:]))
+    rows = median_rows(results, [row[0] for row in rows_planned])
     print(f"\n{args.conns} connections, {args.procs}+{args.procs} processes, scale {args.scale}, "
-          f"rounds {args.rounds} (medians; checks: worst round)")
+          f"rounds {args.rounds} (medians; checks: worst round)"
+          + (f"; --io-batch \"{' '.join(args.io_batch)}\"" if args.io_batch else ""))
     print("| " + " | ".join(h for _, h, _ in COLUMNS) + " |")
     print("|" + "---|" * len(COLUMNS))
     for row in rows:
         # A figure a server does not report (libuv's wake-ups) prints as "-".
-        print("| " + " | ".join("-" if k == "hb_per_wakeup" and not row[k] else f.format(row[k])
-                                for k, _, f in COLUMNS) + " |")
+        print("| " + " | ".join(cell(row, k, f) for k, _, f in COLUMNS) + " |")
     if args.out:
         keys = list(rows[0].keys()) if rows else []
         with open(args.out, "w") as f:
             f.write("\t".join(keys) + "\n")
             for row in rows:
-                f.write("\t".join(str(row[k]) for k in keys) + "\n")
+                f.write("\t".join("" if row[k] is None else str(row[k]) for k in keys) + "\n")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

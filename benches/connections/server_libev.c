@@ -4,7 +4,12 @@
  * backend): an ev_io and an ev_timer per connection, the timer restarted
  * with ev_timer_again (libev's idiom for idle timeouts), reads with recv()
  * into one static buffer.
- *   conn-server-libev [--port N] [--timeout-ms N] [--scale X] [--io-batch-us N]
+ *   conn-server-libev [--port N] [--timeout-ms N] [--scale X]
+ *                     [--io-batch off|adaptive:US|fixed:US]
+ * --io-batch fixed:US sets libev's own I/O collect interval
+ * (ev_set_io_collect_interval) to US microseconds; off and adaptive:US keep
+ * libev's defaults (no collect interval: what a libev user runs), as
+ * libev has nothing that follows the load.
  */
 #define _GNU_SOURCE /* accept4 */
 #include <errno.h>
@@ -25,6 +30,7 @@ struct conn {
 
 static struct ev_loop *loop;
 static char rbuf[65536];
+static uint64_t io_collect_ns; /* ev_set_io_collect_interval's, 0: none */
 
 static void conn_close(struct conn *c) {
     ev_io_stop(loop, &c->io);
@@ -90,9 +96,9 @@ static void on_accept(struct ev_loop *l, ev_io *w, int revents) {
 
 static void on_signal(struct ev_loop *l, ev_signal *w, int revents) {
     (void)revents;
-    char extra[64];
-    snprintf(extra, sizeof extra, "conn_bytes=%zu iterations=%u", sizeof(struct conn),
-             ev_iteration(loop));
+    char extra[128];
+    snprintf(extra, sizeof extra, "conn_bytes=%zu iterations=%u io_collect_ns=%llu",
+             sizeof(struct conn), ev_iteration(loop), (unsigned long long)io_collect_ns);
     cb_print_stats("libev", extra);
     if (w->signum == SIGTERM) ev_break(l, EVBREAK_ALL);
 }
@@ -105,8 +111,12 @@ int main(int argc, char **argv) {
         return 1;
     }
     /* libev's way of gathering events per wake-up: each wait sleeps until
-       the interval has passed since the last one. */
-    if (cb_config.io_batch_ns) ev_set_io_collect_interval(loop, cb_config.io_batch_ns / 1e9);
+       the interval has passed since the last one. Only for fixed:US; with
+       adaptive:US libev keeps its defaults. */
+    if (cb_config.io_batch_ns && !cb_config.io_batch_adaptive) {
+        io_collect_ns = cb_config.io_batch_ns;
+        ev_set_io_collect_interval(loop, io_collect_ns / 1e9);
+    }
     ev_signal usr1, term;
     ev_signal_init(&usr1, on_signal, SIGUSR1);
     ev_signal_init(&term, on_signal, SIGTERM);

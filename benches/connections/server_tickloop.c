@@ -8,7 +8,10 @@
  * and no buffer of its own.
  *   conn-server-tickloop [--port N] [--timeout-ms N] [--scale X]
  *                        [--leeway-ms N] [--io epoll|io_uring] [--timers NAME]
- *                        [--io-batch-us N]
+ *                        [--io-batch off|adaptive:US|fixed:US]
+ * --io-batch sets tl_loop_options.io_batch_ns (US microseconds) and, for
+ * adaptive, io_batch_adaptive; off (the default) leaves both 0, so that
+ * TICKLOOP_IO_BATCH may still set them.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -95,13 +98,15 @@ static void on_signal(tl_loop *l, tl_signal *s, int signo) {
     tl_loop_stats_get(l, &st);
     tl_lateness lat;
     tl_loop_lateness(l, &lat, 0);
-    char extra[256];
+    char extra[512];
     snprintf(extra, sizeof extra,
              "conn_bytes=%zu io=%s path=%s timers=%s loop_late_max_us=%.1f "
-             "buffer_ring_exhausted=%llu iterations=%llu",
+             "buffer_ring_exhausted=%llu iterations=%llu io_batch_ns=%llu io_batch_adaptive=%u "
+             "io_batched_waits=%llu",
              sizeof(struct conn), tl_loop_io_name(l), tl_loop_stream_path(l),
              tl_loop_timers_name(l), lat.max_ns / 1e3, (unsigned long long)st.buffer_ring_exhausted,
-             (unsigned long long)st.iterations);
+             (unsigned long long)st.iterations, (unsigned long long)st.io_batch_ns,
+             (unsigned)cb_config.io_batch_adaptive, (unsigned long long)st.io_batched_waits);
     cb_print_stats("tickloop", extra);
     if (signo == SIGTERM) tl_loop_stop(l);
 }
@@ -120,9 +125,12 @@ int main(int argc, char **argv) {
     }
     opts.timers = cb_config.timers;
     opts.io_batch_ns = cb_config.io_batch_ns;
+    opts.io_batch_adaptive = cb_config.io_batch_adaptive;
     int r = tl_loop_new(&loop, &opts);
     if (r < 0) {
-        fprintf(stderr, "conn-server-tickloop: tl_loop_new: %s\n", tl_strerror(r));
+        const char *why = tl_loop_new_error();
+        fprintf(stderr, "conn-server-tickloop: tl_loop_new: %s%s%s\n", tl_strerror(r),
+                why ? ": " : "", why ? why : "");
         return 1;
     }
     /* tl_signal_start blocks the signals; the listener comes after, so

@@ -175,8 +175,34 @@ int hb_accept(int listen_fd) {
     return fd;
 }
 
-int hb_parse_args(int argc, char **argv, const char *extra, const char **extra_value) {
+/* "off", "adaptive:US" or "fixed:US" into *b; -1 on anything else. */
+static int parse_io_batch(const char *mode, struct hb_io_batch *b) {
+    b->ns = 0;
+    b->adaptive = 0;
+    if (strcmp(mode, "off") == 0) return 0;
+    const char *us;
+    if (strncmp(mode, "adaptive:", 9) == 0) {
+        b->adaptive = 1;
+        us = mode + 9;
+    } else if (strncmp(mode, "fixed:", 6) == 0) {
+        us = mode + 6;
+    } else {
+        return -1;
+    }
+    char *end;
+    double v = strtod(us, &end);
+    if (end == us || *end || !(v > 0)) return -1;
+    b->ns = (uint64_t)(v * 1e3);
+    return 0;
+}
+
+int hb_parse_args_batch(int argc, char **argv, const char *extra, const char **extra_value,
+                        struct hb_io_batch *batch) {
     int port = 0;
+    if (batch) {
+        batch->ns = 0;
+        batch->adaptive = 0;
+    }
     for (int i = 1; i < argc; i++) {
         const char *value = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(argv[i], "--port") == 0 && value) {
@@ -185,12 +211,19 @@ int hb_parse_args(int argc, char **argv, const char *extra, const char **extra_v
         } else if (extra && strcmp(argv[i], extra) == 0 && value) {
             *extra_value = value;
             i++;
+        } else if (batch && strcmp(argv[i], "--io-batch") == 0 && value &&
+                   parse_io_batch(value, batch) == 0) {
+            i++;
         } else {
-            fprintf(stderr, "%s: unknown or incomplete option '%s'\nusage: %s [--port N]%s%s%s\n",
+            fprintf(stderr, "%s: unknown or incomplete option '%s'\nusage: %s [--port N]%s%s%s%s\n",
                     argv[0], argv[i], argv[0], extra ? " [" : "", extra ? extra : "",
-                    extra ? " VALUE]" : "");
+                    extra ? " VALUE]" : "", batch ? " [--io-batch off|adaptive:US|fixed:US]" : "");
             exit(2);
         }
     }
     return port;
+}
+
+int hb_parse_args(int argc, char **argv, const char *extra, const char **extra_value) {
+    return hb_parse_args_batch(argc, argv, extra, extra_value, NULL);
 }

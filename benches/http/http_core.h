@@ -75,6 +75,19 @@ int hb_accept(int listen_fd);
  * is stored in *extra_value, or NULL. */
 int hb_parse_args(int argc, char **argv, const char *extra, const char **extra_value);
 
+/* I/O batching as run.sh's --io-batch names it: "off", "adaptive:US" or
+ * "fixed:US" (US > 0, in microseconds). What a loop does with it is its
+ * adapter's business (tickloop_new.h; libev: a collect interval for fixed). */
+struct hb_io_batch {
+    uint64_t ns;  /* the bound, 0: off */
+    int adaptive; /* 1: adaptive:US, 0: fixed:US (or off) */
+};
+
+/* hb_parse_args, and also "--io-batch MODE" into *batch (zeroed first: off
+ * when the flag is absent); exits on a mode it cannot parse. */
+int hb_parse_args_batch(int argc, char **argv, const char *extra, const char **extra_value,
+                        struct hb_io_batch *batch);
+
 #ifdef __cplusplus
 }
 #endif

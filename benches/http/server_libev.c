@@ -2,7 +2,11 @@
 /*
  * server_libev.c: the HTTP throughput benchmark's server on libev (epoll
  * backend), the same request handling as server_tickloop.c (http_core.c).
- *   server-libev [--port N]
+ *   server-libev [--port N] [--io-batch off|adaptive:US|fixed:US]
+ * --io-batch fixed:US sets libev's own I/O collect interval
+ * (ev_set_io_collect_interval) to US microseconds; off and adaptive:US keep
+ * libev's defaults (what a libev user runs: libev has nothing that follows
+ * the load).
  */
 #include <ev.h>
 #include <stdio.h>
@@ -81,12 +85,16 @@ static void on_accept(struct ev_loop *l, ev_io *w, int revents) {
 }
 
 int main(int argc, char **argv) {
-    int port = hb_parse_args(argc, argv, NULL, NULL);
+    struct hb_io_batch batch;
+    int port = hb_parse_args_batch(argc, argv, NULL, NULL, &batch);
     loop = ev_loop_new(EVBACKEND_EPOLL);
     if (!loop) {
         fprintf(stderr, "server-libev: ev_loop_new(EVBACKEND_EPOLL) failed\n");
         return 1;
     }
+    if (batch.ns && !batch.adaptive) ev_set_io_collect_interval(loop, batch.ns / 1e9);
+    fprintf(stderr, "server-libev: io collect interval %llu ns\n",
+            (unsigned long long)(batch.adaptive ? 0 : batch.ns));
     ev_io listener;
     ev_io_init(&listener, on_accept, hb_listen(port), EV_READ);
     ev_io_start(loop, &listener);

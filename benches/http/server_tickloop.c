@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * server_tickloop.c: the HTTP throughput benchmark's server on tickloop.
- *   server-tickloop [--port N] [--io epoll|io_uring]
+ *   server-tickloop [--port N] [--io epoll|io_uring] [--io-batch off|adaptive:US|fixed:US]
  * Single-threaded; all request handling is http_core.c's. See run.sh.
  */
 #include <errno.h>
@@ -84,8 +84,9 @@ static void on_accept(tl_loop *l, tl_io *w, unsigned revents) {
 
 int main(int argc, char **argv) {
     const char *io = "epoll";
-    int port = hb_parse_args(argc, argv, "--io", &io);
-    loop = hb_tickloop_new("server-tickloop", io, 0);
+    struct hb_io_batch batch;
+    int port = hb_parse_args_batch(argc, argv, "--io", &io, &batch);
+    loop = hb_tickloop_new("server-tickloop", io, 0, &batch);
     tl_io listener;
     tl_io_init(&listener, hb_listen(port), on_accept, NULL);
     int r = tl_io_start(loop, &listener, TL_READ);

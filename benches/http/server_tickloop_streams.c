@@ -7,6 +7,7 @@
  * and sends as submissions, all in the iteration's one io_uring_enter; on
  * epoll it is readiness plus recv()/send() done by the loop.
  *   server-tickloop-streams [--port N] [--io epoll|io_uring]
+ *                           [--io-batch off|adaptive:US|fixed:US]
  * Single-threaded; all request handling is http_core.c's. See run.sh.
  *
  * The adapter works like libuv's stream mode in server_libuv.c: what a read
@@ -152,8 +153,9 @@ static void on_accept(tl_loop *l, tl_listener *lst, int fd) {
 
 int main(int argc, char **argv) {
     const char *io = "epoll";
-    int port = hb_parse_args(argc, argv, "--io", &io);
-    loop = hb_tickloop_new("server-tickloop-streams", io, READ_BUF);
+    struct hb_io_batch batch;
+    int port = hb_parse_args_batch(argc, argv, "--io", &io, &batch);
+    loop = hb_tickloop_new("server-tickloop-streams", io, READ_BUF, &batch);
     static tl_listener listener;
     int r = tl_listener_start(loop, &listener, hb_listen(port), on_accept, NULL);
     if (r < 0) {
