@@ -197,7 +197,7 @@ static void run_fed(tl_loop *loop, unsigned gap_us, unsigned writes, struct fed_
 }
 
 /* 16 sockets written every 50 us: about 200 writes and 16 ready sockets
-   per 10 ms window, far above the rule's 4 events per window. */
+   per 10 ms window, far above the rule's 2 events per window. */
 Test(io_batch_adaptive, a_dense_load_is_gathered) {
     tl_loop *loop = adaptive_loop(10 * MS);
     struct fed_run run;

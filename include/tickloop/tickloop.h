@@ -132,8 +132,8 @@ typedef struct tl_loop_options {
        reads once per iteration (never a clock read per event): the gap
        since the previous such wait divided by the events it returned,
        averaged over the last few waits (each weighs 1/4). The loop is
-       dense while that estimate lets at least 4 events arrive within
-       io_batch_ns, and stays dense until fewer than 2 would; it becomes
+       dense while that estimate lets at least 2 events arrive within
+       io_batch_ns, and stays dense until fewer than 1.5 would; it becomes
        sparse at once when a wait returns no event for longer than
        io_batch_ns (a timer's wake-up, an idle spell), so the first event
        after a quiet spell is never held. While sparse, every wait returns

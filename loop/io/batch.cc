@@ -8,8 +8,8 @@
  * a wait that gathers returns more events per wake-up by design, so events
  * per wait would keep a loop dense by its own doing, whereas the gap since
  * the previous wait divided by the events it brought is the same whether
- * the loop gathered or not. Entering needs 4 events per window and leaving
- * fewer than 2, so a load near the threshold does not flip the mode (and,
+ * the loop gathered or not. Entering needs 2 events per window and leaving
+ * fewer than 1.5, so a load near the threshold does not flip the mode (and,
  * on io_uring, the kernel's wait arguments) at every wait.
  */
 #include "loop/io/batch.h"
@@ -24,9 +24,13 @@ namespace tl::detail {
 
 namespace {
 
-/* Events per window to become dense, and below which a dense loop leaves. */
-constexpr uint64_t kEnterEvents = 4;
-constexpr uint64_t kLeaveEvents = 2;
+/* Events per window, in halves, to become dense, and below which a dense
+   loop leaves: 2 and 1.5. Two events per window already halve the
+   wake-ups; at one, gathering would only add lateness. Measured with 36,000
+   heartbeating connections (3,000 events/s per server, 3 per 1 ms window):
+   entering at 4 left 2 waits in 3 ungathered. */
+constexpr uint64_t kEnterHalves = 4;
+constexpr uint64_t kLeaveHalves = 3;
 
 void set_dense(tl_loop *loop, bool dense) noexcept {
     IoBatch &b = loop->batch;
@@ -75,8 +79,8 @@ void batch_after_wait(tl_loop *loop, int events, uint64_t now_ns, bool blocked) 
             b.gap_ns = b.gap_ns ? b.gap_ns - b.gap_ns / 4 + gap / 4 : gap;
         }
         b.last_io_ns = now_ns;
-        uint64_t need = b.dense ? kLeaveEvents : kEnterEvents;
-        set_dense(loop, b.gap_ns != 0 && b.gap_ns <= b.bound_ns / need);
+        uint64_t halves = b.dense ? kLeaveHalves : kEnterHalves;
+        set_dense(loop, b.gap_ns != 0 && b.gap_ns * halves <= 2 * b.bound_ns);
     } else if (blocked && now_ns - b.last_io_ns > b.bound_ns) {
         /* A wait found nothing for longer than the window: the load has
            stopped, and the first event after the quiet must not be held. */
