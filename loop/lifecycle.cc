@@ -13,6 +13,7 @@
 #include "loop/async.h"
 #include "loop/clock.h"
 #include "loop/io/backend.h"
+#include "loop/io/batch.h"
 #include "loop/io/io.h"
 #include "loop/lifecycle.h"
 #include "loop/signal.h"

@@ -14,7 +14,6 @@
 #include <sys/uio.h>
 
 #include "loop/handle_flags.h"
-#include "loop/io/batch.h"
 #include "loop/io_event.h"
 #include "loop/lateness.h"
 #include "loop/list.h"
@@ -25,6 +24,16 @@
 typedef uint64_t (*tl_detail_clock_fn)(int clock, void *ctx);
 
 namespace tl::detail {
+/* I/O batching (io/batch.h, which decides it): tl_loop::batch. */
+struct IoBatch {
+    uint64_t bound_ns;   /* io_batch_ns; 0: no batching of either kind        */
+    uint64_t gap_ns;     /* estimated time between events; 0: none measured yet */
+    uint64_t last_io_ns; /* the loop time of the last wait that returned events */
+    bool adaptive;       /* io_batch_adaptive                                  */
+    bool dense;          /* adaptive: the next wait gathers                    */
+    bool kernel;         /* the backend gathers itself (io_uring minimum wait) */
+};
+
 struct IoSlot;     /* io/backend.h */
 class IoBackend;   /* io/backend.h */
 struct HandleIo;   /* io/io.h */

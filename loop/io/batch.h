@@ -17,21 +17,11 @@
 
 #include <cstdint>
 
-struct tl_loop;
+#include "loop/state.h"
 
 namespace tl::detail {
 
 class IoBackend;
-
-/* The loop's batching state (tl_loop::batch). */
-struct IoBatch {
-    uint64_t bound_ns;   /* io_batch_ns; 0: no batching of either kind        */
-    uint64_t gap_ns;     /* estimated time between events; 0: none measured yet */
-    uint64_t last_io_ns; /* the loop time of the last wait that returned events */
-    bool adaptive;       /* io_batch_adaptive                                  */
-    bool dense;          /* adaptive: the next wait gathers                    */
-    bool kernel;         /* the backend gathers itself (io_uring minimum wait) */
-};
 
 /* Configures a freshly created backend for the loop's batching (at
    tl_loop_new and again at tl_loop_fork) and sets stats.io_batch_ns. */
