@@ -196,6 +196,10 @@ int read_started(tl_loop *loop, tl_stream *s) noexcept {
    iteration that queued it (before_callbacks): the requests the callbacks
    of one dispatch queue on a stream leave in one send. */
 void write_queued(tl_loop *loop, tl_stream *s, bool) noexcept {
+    if (s->error) { /* a send failed before: so does this write */
+        fail_writes(loop, s, s->error);
+        return;
+    }
     if (s->flags & S_CONNECTING) return;
     s->flags |= S_FLUSH;
     mark_pending(loop, s);

@@ -116,7 +116,8 @@ struct StreamPath {
     int (*read_started)(tl_loop *loop, tl_stream *s) noexcept;
     /* S_READING was just cleared. */
     void (*read_stopped)(tl_loop *loop, tl_stream *s) noexcept;
-    /* req was queued (first: it is the only one with bytes left). */
+    /* A write was queued (first: it is the only one with bytes left); on a
+       stream whose sends failed (s->error) it fails at once. */
     void (*write_queued)(tl_loop *loop, tl_stream *s, bool first) noexcept;
     /* S_CLOSING was just set: end reading and fail (or cancel) the writes;
        the core then makes s pending. */

@@ -142,6 +142,10 @@ int read_started(tl_loop *loop, tl_stream *s) noexcept {
    one syscall instead of 16, as the completion path does with its one send
    per enter. */
 void write_queued(tl_loop *loop, tl_stream *s, bool first) noexcept {
+    if (s->error) { /* a send failed before: so does this write */
+        fail_writes(loop, s, s->error);
+        return;
+    }
     if (!first || (s->flags & S_CONNECTING)) return;
     s->flags |= S_FLUSH;
     mark_pending(loop, s);

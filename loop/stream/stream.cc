@@ -35,6 +35,7 @@
  * pass waits for the next iteration, so a write callback that writes again
  * cannot hold the loop.
  */
+#include <cassert>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -399,17 +400,22 @@ TL_API int tl_stream_write(tl_loop *loop, tl_stream *s, tl_write_req *req, const
        request, which covers reusing the request just written. */
     if (req == s->wq_head || req == s->wq_send || req == s->wq_tail) return -EBUSY;
     if (s->flags & S_SHUT) return -EPIPE;
-    r = bind(loop, s, true);
-    if (r < 0) return r;
+    /* Queued, then bound, then handed down to the path: the write goes one
+       way and this file is not entered again. Only a stream not bound yet
+       can fail to bind, and its queue held nothing: emptied again. */
     r = queue_write(loop, s, req, iov, iovcnt, total);
     if (r < 0) return r;
     req->cb = cb;
-    bool first = s->wq_send == req;
-    if (s->error) {
-        fail_writes(loop, s, s->error);
-        return 0;
+    r = bind(loop, s, true);
+    if (r < 0) {
+        assert(s->wq_head == req && s->wq_tail == req);
+        release_bufs(loop, req);
+        req->flags = 0;
+        s->wq_head = s->wq_tail = s->wq_send = nullptr;
+        s->wq_bytes = 0;
+        return r;
     }
-    path(loop).write_queued(loop, s, first);
+    path(loop).write_queued(loop, s, s->wq_send == req);
     return 0;
 }
 
