@@ -103,11 +103,15 @@ inline uintptr_t &stream_requests(tl_stream *s) noexcept {
 }
 
 /* What differs between the readiness and the completion path, for streams
- * and listeners alike, called by the core (stream.cc, listener.cc) at the
- * points where the two part. Each entry gets a handle of the loop whose path
- * it is. Written with designated initialisers; an entry a path has nothing
- * to do for points at a function that does nothing. */
+ * and listeners alike: one table per path, written with designated
+ * initialisers, chosen when the loop's I/O backend is created. `io` is what
+ * the fd registry calls for the registrations of the loop's streams and
+ * listeners (loop->handle_io points at it); the rest is called by the core
+ * (stream.cc, connect.cc, listener.cc) at the points where the two paths
+ * part. Each entry gets a handle of the loop whose path it is; an entry a
+ * path has nothing to do for points at a function that does nothing. */
 struct StreamPath {
+    HandleIo io;
     const char *name; /* tl_loop_stream_path */
     /* Before a stream of the loop first reads: the loop's read buffers. 0 or
        -ENOMEM. */
@@ -122,14 +126,10 @@ struct StreamPath {
     /* S_CLOSING was just set: end reading and fail (or cancel) the writes;
        the core then makes s pending. */
     void (*closing)(tl_loop *loop, tl_stream *s) noexcept;
-    /* An event of s's registration (readiness, or a completion). */
-    void (*event)(tl_loop *loop, tl_stream *s, const ReadyEvent &ev) noexcept;
     /* The pending pass reached s: before and after its write callbacks
        (the second only if s is not closing). */
     void (*before_callbacks)(tl_loop *loop, tl_stream *s) noexcept;
     void (*after_callbacks)(tl_loop *loop, tl_stream *s) noexcept;
-    /* Gives s's requests to io, a fresh backend (completion path only). */
-    int (*readd)(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept;
     /* s (bound, S_CONNECTING set) connects to addr: 0 when under way or
        ended (connect_ended called), or an error of the call itself, which
        the core returns (it unbinds s). */
@@ -145,10 +145,6 @@ struct StreamPath {
     void (*accept_pause)(tl_loop *loop, tl_listener *l) noexcept;
     void (*accept_resume)(tl_loop *loop, tl_listener *l) noexcept;
     void (*accept_stop)(tl_loop *loop, tl_listener *l) noexcept;
-    /* An event of l's registration (readiness, or an accept's completion). */
-    void (*listener_event)(tl_loop *loop, tl_listener *l, const ReadyEvent &ev) noexcept;
-    /* Gives l's accept to io, a fresh backend (completion path only). */
-    int (*listener_readd)(tl_loop *loop, IoBackend *io, tl_listener *l) noexcept;
 };
 extern const StreamPath kReadinessPath;
 extern const StreamPath kCompletionPath;

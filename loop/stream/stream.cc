@@ -15,8 +15,8 @@
  * through the tl_io embedded in it, flagged IO_STREAM or IO_LISTENER, so that
  * one fd carries at most one handle of any kind, stale events are filtered by
  * the registration's generation like any watcher's, and tl_loop_fork re-adds
- * it. io_dispatch hands its events to stream_event() here, through the
- * loop's HandleIo table, instead of a callback.
+ * it. io_dispatch hands its events to the loop's path, through the HandleIo
+ * that begins the path's table (core.h), instead of a callback.
  *
  * The stream core: handles, binding, the pending pass and the tl_stream_*
  * calls. What differs between the two paths (tl_loop_stream_path) is in
@@ -276,48 +276,9 @@ void streams_close(tl_loop *loop) noexcept {
     write_queue_free(loop);
 }
 
-namespace {
-
-void stream_event(tl_loop *loop, tl_io *w, const ReadyEvent &ev) noexcept {
-    if (w->flags & IO_LISTENER)
-        path(loop).listener_event(loop, listener_of(w), ev);
-    else
-        path(loop).event(loop, stream_of(w), ev);
-}
-
-void stream_stale(tl_loop *loop, const ReadyEvent &ev) noexcept {
-    unsigned kind = ev.revents & kCompletionKindMask;
-    if (kind == REQ_RECV && (ev.cflags & IORING_CQE_F_BUFFER_BIT))
-        ops(loop).buffer_release(ev.cflags >> 16);
-    if (kind == REQ_ACCEPT && ev.res >= 0) close(ev.res);
-}
-
-int stream_readd(tl_loop *loop, IoBackend *io, tl_io *w) noexcept {
-    const StreamPath &p = path(loop);
-    if (w->flags & IO_LISTENER)
-        return p.listener_readd ? p.listener_readd(loop, io, listener_of(w)) : 0;
-    return p.readd ? p.readd(loop, io, stream_of(w)) : 0;
-}
-
-const HandleIo kReadinessIo = {
-    .completion = false,
-    .event = stream_event,
-    .stale = stream_stale,
-    .readd = stream_readd,
-};
-const HandleIo kCompletionIo = {
-    .completion = true,
-    .event = stream_event,
-    .stale = stream_stale,
-    .readd = stream_readd,
-};
-
-} // namespace
-
 void streams_choose_path(tl_loop *loop) noexcept {
-    const bool completion = loop->streams_completion;
-    loop->stream_path = completion ? &kCompletionPath : &kReadinessPath;
-    loop->handle_io = completion ? &kCompletionIo : &kReadinessIo;
+    loop->stream_path = loop->streams_completion ? &kCompletionPath : &kReadinessPath;
+    loop->handle_io = &loop->stream_path->io;
 }
 
 uint64_t streams_run_pending(tl_loop *loop) noexcept {
