@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include "loop/stream/core.h"
-#include "loop/stream/write_queue.h"
 
 using namespace tl::detail;
 
@@ -38,17 +37,6 @@ void cancel_recv(tl_loop *loop, tl_stream *s) noexcept {
     if ((stream_requests(s) & (SC_RECV | SC_CANCEL)) != SC_RECV) return;
     ops(loop).stream_cancel(s->fd, REQ_RECV);
     stream_requests(s) |= SC_CANCEL;
-}
-
-/* The requests a send of `total` bytes from wq_send on covers (the last one
-   possibly in part). */
-uintptr_t covered(const tl_stream *s, size_t total) noexcept {
-    uintptr_t n = 0;
-    for (const tl_write_req *q = s->wq_send; q && total > 0; q = q->next, ++n) {
-        size_t left = req_bytes_left(q);
-        total -= left < total ? left : total;
-    }
-    return n;
 }
 
 uintptr_t send_reqs(tl_stream *s) noexcept {

@@ -15,7 +15,6 @@
 #include <sys/socket.h>
 
 #include "loop/stream/core.h"
-#include "loop/stream/write_queue.h"
 
 using namespace tl::detail;
 
@@ -66,7 +65,8 @@ unsigned wanted(const tl_stream *s) noexcept {
 
 void update_interest(tl_loop *loop, tl_stream *s) noexcept {
     if (!(s->flags & S_REG)) return;
-    int r = io_interest(loop, &s->io, wanted(s));
+    unsigned events = wanted(s);
+    int r = io_interest(loop, &s->io, events);
     if (r < 0) io_internal_error(loop, "stream poll update", r);
 }
 

@@ -2,10 +2,11 @@
 /*
  * loop/stream/: streams and listeners, whose receives, sends and accepts the
  * loop performs. stream.cc (here) is the core: handles, binding, the pending
- * pass, the tl_stream_* calls and the write queue's storage; write_queue.h
- * the queue's operations, inline in the paths; readiness.cc and
- * completion.cc the two paths the core calls through its StreamPath table
- * (core.h); listener.cc the listeners on both. The folder stands on io/ and
+ * pass, the tl_stream_* calls and the write queue's storage; core.h the
+ * path table and the core's helpers, the queue's operations among them,
+ * inline in the paths; readiness.cc and completion.cc the two paths the
+ * core calls through its StreamPath table; listener.cc the listeners on
+ * both. The folder stands on io/ and
  * calls down into it only. A write goes down one way: tl_stream_write
  * queues it here, and its path (readiness.cc: sendmsg; completion.cc: a
  * send request of io/uring/streams.cc) sends it, with the queue's inline
@@ -45,7 +46,6 @@
 
 #include "loop/stream/core.h"
 #include "loop/stream/stream.h"
-#include "loop/stream/write_queue.h"
 
 using namespace tl::detail;
 
@@ -69,7 +69,7 @@ bool is_pow2(uint32_t v) noexcept {
     return v && !(v & (v - 1));
 }
 
-/* The write queue's storage (its operations are write_queue.h's). */
+/* The write queue's storage (its operations are core.h's). */
 
 /* Blocks are carved from chunks of this many, kept until the loop is freed:
  * after the most writes of 2-4 buffers ever queued at once, none allocates. */
