@@ -114,8 +114,9 @@ int async_fork(tl_loop *loop) noexcept {
     fd = r; /* it may have moved (io_replace_fd) */
     close(loop->async_fd);
     loop->async_fd = fd;
-    /* A send pending at the fork wrote the old counter; its flag is still
-       set, so one write makes the child's first iteration run it. */
+    /* A send whose callback had not run at the fork wrote the old counter;
+       its flag is still set, so one write makes the child's first
+       iteration run it. */
     for (tl_async *a = loop->asyncs.head; a; a = a->next) {
         if (__atomic_load_n(&a->pending, __ATOMIC_ACQUIRE)) {
             uint64_t one = 1;

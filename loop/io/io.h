@@ -30,9 +30,10 @@ inline void set_io_owner(tl_io *w, const tl_loop *loop) noexcept {
 }
 
 /* What the registry does with the events of a registration a handle owns
-   (IO_STREAM, IO_LISTENER): the stream layer fills the table and the loop
-   points at it (loop->handle_io), so the registry hands events up without
-   knowing the layer above. event: readiness or a completion for w; stale: a
+   (IO_STREAM, IO_LISTENER): each stream path's table begins with one
+   (StreamPath::io, stream/core.h) and the loop points at its path's
+   (loop->handle_io), so the registry hands events up without knowing the
+   layer above. event: readiness or a completion for w; stale: a
    completion whose registration is gone (return its buffer, close an
    accepted socket); readd: give w's requests to io (a fresh backend after
    tl_loop_fork, or io_readd_all). completion: the handles' requests are

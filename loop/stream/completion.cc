@@ -8,9 +8,9 @@
  * again.
  */
 #include <cerrno>
+#include <unistd.h>
 
 #include "loop/stream/core.h"
-#include "loop/stream/write_queue.h"
 
 using namespace tl::detail;
 
@@ -37,17 +37,6 @@ void cancel_recv(tl_loop *loop, tl_stream *s) noexcept {
     if ((stream_requests(s) & (SC_RECV | SC_CANCEL)) != SC_RECV) return;
     ops(loop).stream_cancel(s->fd, REQ_RECV);
     stream_requests(s) |= SC_CANCEL;
-}
-
-/* The requests a send of `total` bytes from wq_send on covers (the last one
-   possibly in part). */
-uintptr_t covered(const tl_stream *s, size_t total) noexcept {
-    uintptr_t n = 0;
-    for (const tl_write_req *q = s->wq_send; q && total > 0; q = q->next, ++n) {
-        size_t left = req_bytes_left(q);
-        total -= left < total ? left : total;
-    }
-    return n;
 }
 
 uintptr_t send_reqs(tl_stream *s) noexcept {
@@ -196,6 +185,10 @@ int read_started(tl_loop *loop, tl_stream *s) noexcept {
    iteration that queued it (before_callbacks): the requests the callbacks
    of one dispatch queue on a stream leave in one send. */
 void write_queued(tl_loop *loop, tl_stream *s, bool) noexcept {
+    if (s->error) { /* a send failed before: so does this write */
+        fail_writes(loop, s, s->error);
+        return;
+    }
     if (s->flags & S_CONNECTING) return;
     s->flags |= S_FLUSH;
     mark_pending(loop, s);
@@ -327,29 +320,55 @@ int listener_readd(tl_loop *, IoBackend *io, tl_listener *l) noexcept {
     return r;
 }
 
+/* The fd registry's calls: the completion of a stream's or a listener's
+   request; a completion whose registration is gone (returns its buffer to
+   the ring, closes the socket it accepted); and the requests given to a
+   fresh backend (tl_loop_fork). */
+void io_event(tl_loop *loop, tl_io *w, const ReadyEvent &ev) noexcept {
+    if (w->flags & IO_LISTENER)
+        listener_event(loop, listener_of(w), ev);
+    else
+        event(loop, stream_of(w), ev);
+}
+
+void io_stale(tl_loop *loop, const ReadyEvent &ev) noexcept {
+    unsigned kind = ev.revents & kCompletionKindMask;
+    if (kind == REQ_RECV && (ev.cflags & IORING_CQE_F_BUFFER_BIT))
+        ops(loop).buffer_release(ev.cflags >> 16);
+    if (kind == REQ_ACCEPT && ev.res >= 0) close(ev.res);
+}
+
+int io_readd(tl_loop *loop, IoBackend *io, tl_io *w) noexcept {
+    if (w->flags & IO_LISTENER) return listener_readd(loop, io, listener_of(w));
+    return readd(loop, io, stream_of(w));
+}
+
 } // namespace
 
 namespace tl::detail {
 
 const StreamPath kCompletionPath = {
+    .io =
+        {
+            .completion = true,
+            .event = io_event,
+            .stale = io_stale,
+            .readd = io_readd,
+        },
     .name = "completion",
     .prepare_read = prepare_read,
     .read_started = read_started,
     .read_stopped = cancel_recv,
     .write_queued = write_queued,
     .closing = closing,
-    .event = event,
     .before_callbacks = before_callbacks,
     .after_callbacks = after_callbacks,
-    .readd = readd,
     .connect = connect,
     .connected = connected,
     .accept_start = accept_start,
     .accept_pause = cancel_accept,
     .accept_resume = accept_resume,
     .accept_stop = cancel_accept,
-    .listener_event = listener_event,
-    .listener_readd = listener_readd,
 };
 
 } // namespace tl::detail

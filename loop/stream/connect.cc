@@ -29,7 +29,6 @@
 #include <unistd.h>
 
 #include "loop/stream/core.h"
-#include "loop/stream/write_queue.h"
 
 using namespace tl::detail;
 

@@ -1,17 +1,31 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the stream core (stream.cc: handles, the pending pass, the API and
- * the write queue's storage; write_queue.h: what a send takes from the
- * queue; connect.cc: connect and shutdown), its two paths (readiness.cc, completion.cc) and
- * listener.cc share: the handles' state bits, and the helpers the paths call. The core calls a
- * loop's path through the StreamPath table chosen when its I/O backend is
- * created; the paths call the core's helpers and never each other.
+ * the write queue's storage; connect.cc: connect and shutdown), its two
+ * paths (readiness.cc, completion.cc) and listener.cc share: the handles'
+ * state bits, the path table, and the helpers the paths call, the write
+ * queue's operations among them. The core calls a loop's path through the
+ * StreamPath table chosen when its I/O backend is created; the paths call
+ * the core's helpers and never each other, and no helper calls a path.
+ *
+ * The write queue: wq_head .. wq_tail in queued order; the requests before
+ * wq_send are complete (status set, callback due), wq_send is the first
+ * with bytes left. The requests are the caller's; the array of a request
+ * of 1 to 4 buffers is copied (into the request, or a block of the loop's
+ * that goes back when the request completes), so the caller's may be on
+ * its stack; a longer array is read where the caller keeps it. A send
+ * takes its buffers from the queue (gather) and reports the bytes the
+ * kernel took (advance), on either path; these operations are inline here,
+ * so that a write goes from tl_stream_write down to the path that sends it
+ * without a call back up.
  */
 #ifndef TICKLOOP_LOOP_STREAM_CORE_H
 #define TICKLOOP_LOOP_STREAM_CORE_H
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -103,11 +117,15 @@ inline uintptr_t &stream_requests(tl_stream *s) noexcept {
 }
 
 /* What differs between the readiness and the completion path, for streams
- * and listeners alike, called by the core (stream.cc, listener.cc) at the
- * points where the two part. Each entry gets a handle of the loop whose path
- * it is. Written with designated initialisers; an entry a path has nothing
- * to do for points at a function that does nothing. */
+ * and listeners alike: one table per path, written with designated
+ * initialisers, chosen when the loop's I/O backend is created. `io` is what
+ * the fd registry calls for the registrations of the loop's streams and
+ * listeners (loop->handle_io points at it); the rest is called by the core
+ * (stream.cc, connect.cc, listener.cc) at the points where the two paths
+ * part. Each entry gets a handle of the loop whose path it is; an entry a
+ * path has nothing to do for points at a function that does nothing. */
 struct StreamPath {
+    HandleIo io;
     const char *name; /* tl_loop_stream_path */
     /* Before a stream of the loop first reads: the loop's read buffers. 0 or
        -ENOMEM. */
@@ -116,19 +134,16 @@ struct StreamPath {
     int (*read_started)(tl_loop *loop, tl_stream *s) noexcept;
     /* S_READING was just cleared. */
     void (*read_stopped)(tl_loop *loop, tl_stream *s) noexcept;
-    /* req was queued (first: it is the only one with bytes left). */
+    /* A write was queued (first: it is the only one with bytes left); on a
+       stream whose sends failed (s->error) it fails at once. */
     void (*write_queued)(tl_loop *loop, tl_stream *s, bool first) noexcept;
     /* S_CLOSING was just set: end reading and fail (or cancel) the writes;
        the core then makes s pending. */
     void (*closing)(tl_loop *loop, tl_stream *s) noexcept;
-    /* An event of s's registration (readiness, or a completion). */
-    void (*event)(tl_loop *loop, tl_stream *s, const ReadyEvent &ev) noexcept;
     /* The pending pass reached s: before and after its write callbacks
        (the second only if s is not closing). */
     void (*before_callbacks)(tl_loop *loop, tl_stream *s) noexcept;
     void (*after_callbacks)(tl_loop *loop, tl_stream *s) noexcept;
-    /* Gives s's requests to io, a fresh backend (completion path only). */
-    int (*readd)(tl_loop *loop, IoBackend *io, tl_stream *s) noexcept;
     /* s (bound, S_CONNECTING set) connects to addr: 0 when under way or
        ended (connect_ended called), or an error of the call itself, which
        the core returns (it unbinds s). */
@@ -144,10 +159,6 @@ struct StreamPath {
     void (*accept_pause)(tl_loop *loop, tl_listener *l) noexcept;
     void (*accept_resume)(tl_loop *loop, tl_listener *l) noexcept;
     void (*accept_stop)(tl_loop *loop, tl_listener *l) noexcept;
-    /* An event of l's registration (readiness, or an accept's completion). */
-    void (*listener_event)(tl_loop *loop, tl_listener *l, const ReadyEvent &ev) noexcept;
-    /* Gives l's accept to io, a fresh backend (completion path only). */
-    int (*listener_readd)(tl_loop *loop, IoBackend *io, tl_listener *l) noexcept;
 };
 extern const StreamPath kReadinessPath;
 extern const StreamPath kCompletionPath;
@@ -165,7 +176,7 @@ inline void mark_pending(tl_loop *loop, tl_stream *s) noexcept {
     loop->stream_pending_tail = s;
 }
 
-/* stream.cc: the write queue's storage (its operations: write_queue.h). */
+/* stream.cc: the write queue's storage (its operations: below). */
 void write_queue_free(tl_loop *loop) noexcept;
 /* stream.cc: -EINVAL for an uninitialised stream or one bound to another
    loop, -EPIPE for one closing or closed, else 0. */
@@ -205,6 +216,173 @@ void listeners_resume(tl_loop *loop) noexcept;
    memory): accepting pauses, and the callback gets err. */
 bool accepted(tl_loop *loop, tl_listener *l, int fd) noexcept;
 void accept_failed(tl_loop *loop, tl_listener *l, int err) noexcept;
+
+/* The write queue's operations. */
+
+/* Arrays of up to this many buffers are copied by tl_stream_write: one into
+ * the request itself, 2 to 4 into a block of the loop's. */
+inline constexpr int kCopiedIov = 4;
+
+/* A free block links to the next through its first iov_base. */
+inline void iov_block_put(tl_loop *loop, struct iovec *block) noexcept {
+    block[0].iov_base = loop->iov_free;
+    loop->iov_free = block;
+}
+
+/* The buffer a request sends next, from where its sent bytes end. One
+ * buffer is the request's own copy, advanced in place; a longer array is
+ * read at (index, offset). */
+/* Buffer i (>= index) of req, less what of it was sent. */
+inline struct iovec unsent(const tl_write_req *req, int i) noexcept {
+    if (req->iovcnt == 1) return req->bufs.one;
+    struct iovec v = req->bufs.many.iov[i];
+    if (i == req->index) {
+        v.iov_base = static_cast<char *>(v.iov_base) + req->bufs.many.offset;
+        v.iov_len -= req->bufs.many.offset;
+    }
+    return v;
+}
+
+inline size_t cur_left(const tl_write_req *req) noexcept {
+    return req->index < req->iovcnt ? unsent(req, req->index).iov_len : 0;
+}
+
+inline void next_buf(tl_write_req *req) noexcept {
+    ++req->index;
+    if (req->iovcnt != 1) req->bufs.many.offset = 0;
+}
+
+/* n (<= cur_left) more bytes of the current buffer were sent. */
+inline void consume(tl_write_req *req, size_t n) noexcept {
+    if (req->iovcnt == 1) {
+        req->bufs.one.iov_base = static_cast<char *>(req->bufs.one.iov_base) + n;
+        req->bufs.one.iov_len -= n;
+    } else {
+        req->bufs.many.offset += n;
+    }
+    if (cur_left(req) == 0) next_buf(req);
+}
+
+#ifndef NDEBUG
+/* Debug builds: a caller's array (more than kCopiedIov buffers) must stay
+   unchanged until its callback. Its hash is kept in `status`, which is
+   unused until the request completes, and compared whenever a send is
+   prepared from it. */
+inline uint32_t iov_hash(const struct iovec *iov, int n) noexcept {
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < n; ++i) {
+        h = (h ^ reinterpret_cast<uintptr_t>(iov[i].iov_base)) * 1099511628211ull;
+        h = (h ^ iov[i].iov_len) * 1099511628211ull;
+    }
+    return (uint32_t)(h ^ h >> 32);
+}
+
+inline void check_caller_iov(const tl_write_req *req) noexcept {
+    if (req->iovcnt <= kCopiedIov) return;
+    if ((uint32_t)req->status == iov_hash(req->bufs.many.iov, req->iovcnt)) return;
+    std::fprintf(stderr,
+                 "tickloop: tl_stream_write(): the array of %d buffers changed before its "
+                 "write completed; arrays of more than %d buffers must stay valid and "
+                 "unchanged until the callback\n",
+                 req->iovcnt, kCopiedIov);
+    std::abort();
+}
+#else
+inline void check_caller_iov(const tl_write_req *) noexcept {}
+#endif
+
+/* A request's array is read only while it has bytes left: its block goes
+ * back to the loop as soon as it completes. */
+inline void release_bufs(tl_loop *loop, tl_write_req *req) noexcept {
+    if (!(req->flags & WR_BLOCK)) return;
+    req->flags &= ~WR_BLOCK;
+    iov_block_put(loop, const_cast<struct iovec *>(req->bufs.many.iov));
+}
+
+/* Steps over empty buffers; false when none with bytes is left. */
+inline bool skip_empty(tl_write_req *req) noexcept {
+    while (req->index < req->iovcnt && cur_left(req) == 0) next_buf(req);
+    return req->index < req->iovcnt;
+}
+
+/* Fills v with up to cap buffers of the queue from wq_send on, skipping
+ * empty ones: of every queued request, or of wq_send alone (the completion
+ * path sends one request at a time, so that a close knows which requests
+ * the kernel holds). Returns their number; *total is their bytes, at most
+ * `limit` (the last buffer is shortened to keep it). */
+inline int gather(tl_stream *s, struct iovec *v, int cap, bool whole_queue, size_t limit,
+                  size_t *total) noexcept {
+    int n = 0;
+    size_t bytes = 0;
+    for (tl_write_req *req = s->wq_send; req && n < cap && bytes < limit; req = req->next) {
+        check_caller_iov(req);
+        for (int i = req->index; i < req->iovcnt && n < cap && bytes < limit; ++i) {
+            struct iovec b = unsent(req, i);
+            if (b.iov_len == 0) continue;
+            if (b.iov_len > limit - bytes) b.iov_len = limit - bytes;
+            v[n++] = b;
+            bytes += b.iov_len;
+        }
+        if (!whole_queue) break;
+    }
+    *total = bytes;
+    return n;
+}
+
+/* Bytes of req not yet sent. */
+inline size_t req_bytes_left(const tl_write_req *req) noexcept {
+    size_t n = 0;
+    for (int i = req->index; i < req->iovcnt; ++i) n += unsent(req, i).iov_len;
+    return n;
+}
+
+/* The requests a send of `total` bytes from wq_send on covers (the last one
+   possibly in part). */
+inline uintptr_t covered(const tl_stream *s, size_t total) noexcept {
+    uintptr_t n = 0;
+    for (const tl_write_req *q = s->wq_send; q && total > 0; q = q->next, ++n) {
+        size_t left = req_bytes_left(q);
+        total -= left < total ? left : total;
+    }
+    return n;
+}
+
+/* Completes wq_send with `status` and moves to the next request. */
+inline void complete_send(tl_loop *loop, tl_stream *s, int status) noexcept {
+    tl_write_req *req = s->wq_send;
+    release_bufs(loop, req);
+    req->status = status;
+    s->wq_send = req->next;
+    mark_pending(loop, s);
+    if (!s->wq_send && (s->flags & S_SHUT)) shutdown_check(loop, s);
+}
+
+/* Every request from wq_send on fails with err (a send error, or a close). */
+inline void fail_writes(tl_loop *loop, tl_stream *s, int err) noexcept {
+    while (s->wq_send) {
+        s->wq_bytes -= req_bytes_left(s->wq_send);
+        complete_send(loop, s, err);
+    }
+}
+
+/* n bytes of the queue were handed to the kernel: advance through the
+ * requests, completing each that has none left. Requests of zero bytes
+ * complete as soon as they are reached. */
+inline void advance(tl_loop *loop, tl_stream *s, size_t n) noexcept {
+    s->wq_bytes -= n;
+    while (tl_write_req *req = s->wq_send) {
+        while (req->index < req->iovcnt) {
+            size_t left = cur_left(req);
+            if (n < left) {
+                consume(req, n);
+                return;
+            }
+            n -= left;
+            next_buf(req);
+        }
+        complete_send(loop, s, 0);
+    }
+}
 
 } // namespace tl::detail
 

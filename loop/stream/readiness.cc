@@ -15,7 +15,6 @@
 #include <sys/socket.h>
 
 #include "loop/stream/core.h"
-#include "loop/stream/write_queue.h"
 
 using namespace tl::detail;
 
@@ -66,7 +65,8 @@ unsigned wanted(const tl_stream *s) noexcept {
 
 void update_interest(tl_loop *loop, tl_stream *s) noexcept {
     if (!(s->flags & S_REG)) return;
-    int r = io_interest(loop, &s->io, wanted(s));
+    unsigned events = wanted(s);
+    int r = io_interest(loop, &s->io, events);
     if (r < 0) io_internal_error(loop, "stream poll update", r);
 }
 
@@ -142,6 +142,10 @@ int read_started(tl_loop *loop, tl_stream *s) noexcept {
    one syscall instead of 16, as the completion path does with its one send
    per enter. */
 void write_queued(tl_loop *loop, tl_stream *s, bool first) noexcept {
+    if (s->error) { /* a send failed before: so does this write */
+        fail_writes(loop, s, s->error);
+        return;
+    }
     if (!first || (s->flags & S_CONNECTING)) return;
     s->flags |= S_FLUSH;
     mark_pending(loop, s);
@@ -264,29 +268,48 @@ void listener_event(tl_loop *loop, tl_listener *l, const ReadyEvent &) noexcept 
     }
 }
 
+/* The fd registry's calls: an event of a stream's or a listener's
+   registration is readiness. Completions and their re-arming are the
+   completion path's: none reach this one. */
+void io_event(tl_loop *loop, tl_io *w, const ReadyEvent &ev) noexcept {
+    if (w->flags & IO_LISTENER)
+        listener_event(loop, listener_of(w), ev);
+    else
+        event(loop, stream_of(w), ev);
+}
+
+void io_stale(tl_loop *, const ReadyEvent &) noexcept {}
+
+int io_readd(tl_loop *, IoBackend *, tl_io *) noexcept {
+    return 0;
+}
+
 } // namespace
 
 namespace tl::detail {
 
 const StreamPath kReadinessPath = {
+    .io =
+        {
+            .completion = false,
+            .event = io_event,
+            .stale = io_stale,
+            .readd = io_readd,
+        },
     .name = "readiness",
     .prepare_read = prepare_read,
     .read_started = read_started,
     .read_stopped = update_interest,
     .write_queued = write_queued,
     .closing = closing,
-    .event = event,
     .before_callbacks = send_queued,
     .after_callbacks = update_interest,
-    .readd = nullptr,
     .connect = connect,
     .connected = connected,
     .accept_start = accept_start,
     .accept_pause = accept_pause,
     .accept_resume = accept_resume,
     .accept_stop = accept_stop,
-    .listener_event = listener_event,
-    .listener_readd = nullptr,
 };
 
 } // namespace tl::detail

@@ -2,10 +2,11 @@
 /*
  * loop/stream/: streams and listeners, whose receives, sends and accepts the
  * loop performs. stream.cc (here) is the core: handles, binding, the pending
- * pass, the tl_stream_* calls and the write queue's storage; write_queue.h
- * the queue's operations, inline in the paths; readiness.cc and
- * completion.cc the two paths the core calls through its StreamPath table
- * (core.h); listener.cc the listeners on both. The folder stands on io/ and
+ * pass, the tl_stream_* calls and the write queue's storage; core.h the
+ * path table and the core's helpers, the queue's operations among them,
+ * inline in the paths; readiness.cc and completion.cc the two paths the
+ * core calls through its StreamPath table; listener.cc the listeners on
+ * both. The folder stands on io/ and
  * calls down into it only. A write goes down one way: tl_stream_write
  * queues it here, and its path (readiness.cc: sendmsg; completion.cc: a
  * send request of io/uring/streams.cc) sends it, with the queue's inline
@@ -15,8 +16,8 @@
  * through the tl_io embedded in it, flagged IO_STREAM or IO_LISTENER, so that
  * one fd carries at most one handle of any kind, stale events are filtered by
  * the registration's generation like any watcher's, and tl_loop_fork re-adds
- * it. io_dispatch hands its events to stream_event() here, through the
- * loop's HandleIo table, instead of a callback.
+ * it. io_dispatch hands its events to the loop's path, through the HandleIo
+ * that begins the path's table (core.h), instead of a callback.
  *
  * The stream core: handles, binding, the pending pass and the tl_stream_*
  * calls. What differs between the two paths (tl_loop_stream_path) is in
@@ -35,6 +36,7 @@
  * pass waits for the next iteration, so a write callback that writes again
  * cannot hold the loop.
  */
+#include <cassert>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -44,7 +46,6 @@
 
 #include "loop/stream/core.h"
 #include "loop/stream/stream.h"
-#include "loop/stream/write_queue.h"
 
 using namespace tl::detail;
 
@@ -68,7 +69,7 @@ bool is_pow2(uint32_t v) noexcept {
     return v && !(v & (v - 1));
 }
 
-/* The write queue's storage (its operations are write_queue.h's). */
+/* The write queue's storage (its operations are core.h's). */
 
 /* Blocks are carved from chunks of this many, kept until the loop is freed:
  * after the most writes of 2-4 buffers ever queued at once, none allocates. */
@@ -275,48 +276,9 @@ void streams_close(tl_loop *loop) noexcept {
     write_queue_free(loop);
 }
 
-namespace {
-
-void stream_event(tl_loop *loop, tl_io *w, const ReadyEvent &ev) noexcept {
-    if (w->flags & IO_LISTENER)
-        path(loop).listener_event(loop, listener_of(w), ev);
-    else
-        path(loop).event(loop, stream_of(w), ev);
-}
-
-void stream_stale(tl_loop *loop, const ReadyEvent &ev) noexcept {
-    unsigned kind = ev.revents & kCompletionKindMask;
-    if (kind == REQ_RECV && (ev.cflags & IORING_CQE_F_BUFFER_BIT))
-        ops(loop).buffer_release(ev.cflags >> 16);
-    if (kind == REQ_ACCEPT && ev.res >= 0) close(ev.res);
-}
-
-int stream_readd(tl_loop *loop, IoBackend *io, tl_io *w) noexcept {
-    const StreamPath &p = path(loop);
-    if (w->flags & IO_LISTENER)
-        return p.listener_readd ? p.listener_readd(loop, io, listener_of(w)) : 0;
-    return p.readd ? p.readd(loop, io, stream_of(w)) : 0;
-}
-
-const HandleIo kReadinessIo = {
-    .completion = false,
-    .event = stream_event,
-    .stale = stream_stale,
-    .readd = stream_readd,
-};
-const HandleIo kCompletionIo = {
-    .completion = true,
-    .event = stream_event,
-    .stale = stream_stale,
-    .readd = stream_readd,
-};
-
-} // namespace
-
 void streams_choose_path(tl_loop *loop) noexcept {
-    const bool completion = loop->streams_completion;
-    loop->stream_path = completion ? &kCompletionPath : &kReadinessPath;
-    loop->handle_io = completion ? &kCompletionIo : &kReadinessIo;
+    loop->stream_path = loop->streams_completion ? &kCompletionPath : &kReadinessPath;
+    loop->handle_io = &loop->stream_path->io;
 }
 
 uint64_t streams_run_pending(tl_loop *loop) noexcept {
@@ -399,17 +361,22 @@ TL_API int tl_stream_write(tl_loop *loop, tl_stream *s, tl_write_req *req, const
        request, which covers reusing the request just written. */
     if (req == s->wq_head || req == s->wq_send || req == s->wq_tail) return -EBUSY;
     if (s->flags & S_SHUT) return -EPIPE;
-    r = bind(loop, s, true);
-    if (r < 0) return r;
+    /* Queued, then bound, then handed down to the path: the write goes one
+       way and this file is not entered again. Only a stream not bound yet
+       can fail to bind, and its queue held nothing: emptied again. */
     r = queue_write(loop, s, req, iov, iovcnt, total);
     if (r < 0) return r;
     req->cb = cb;
-    bool first = s->wq_send == req;
-    if (s->error) {
-        fail_writes(loop, s, s->error);
-        return 0;
+    r = bind(loop, s, true);
+    if (r < 0) {
+        assert(s->wq_head == req && s->wq_tail == req);
+        release_bufs(loop, req);
+        req->flags = 0;
+        s->wq_head = s->wq_tail = s->wq_send = nullptr;
+        s->wq_bytes = 0;
+        return r;
     }
-    path(loop).write_queued(loop, s, first);
+    path(loop).write_queued(loop, s, s->wq_send == req);
     return 0;
 }
 

@@ -25,8 +25,8 @@ inline bool streams_pending(const tl_loop *loop) noexcept {
 int streams_configure(tl_loop *loop, const tl_loop_options *opts) noexcept;
 void streams_close(tl_loop *loop) noexcept;
 /* Sets the loop's stream path from what its new I/O backend offers
-   (streams_completion), and the table the fd registry hands the streams'
-   and listeners' events to (loop->handle_io): once per backend created. */
+   (streams_completion), and points the fd registry's handle_io at the
+   path's table: once per backend created. */
 void streams_choose_path(tl_loop *loop) noexcept;
 
 } // namespace tl::detail

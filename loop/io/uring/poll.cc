@@ -54,6 +54,25 @@
 
 namespace tl::detail {
 
+/* The re-arm queue: queue_[0, queue_count_) holds each fd whose poll is to
+   be armed or updated at the next wait once (kInRearmQueue), its place
+   in IoSlot::index. */
+void UringBackend::enqueue(int fd) noexcept {
+    IoSlot &slot = loop_->io_slots[fd];
+    if (slot.state & kInRearmQueue) return;
+    slot.state |= kInRearmQueue;
+    slot.index = (uint32_t)queue_count_;
+    queue_[queue_count_++] = fd;
+}
+
+void UringBackend::dequeue(int fd) noexcept {
+    IoSlot &slot = loop_->io_slots[fd];
+    int last = queue_[--queue_count_];
+    queue_[slot.index] = last;
+    loop_->io_slots[last].index = slot.index;
+    slot.state &= ~kInRearmQueue;
+}
+
 int UringBackend::add(int fd) noexcept {
     tl_io *sw = loop_->io_slots[fd].watcher;
     if (streams_ok_ && (sw->flags & IO_HANDLE_KINDS))

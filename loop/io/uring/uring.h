@@ -138,21 +138,9 @@ private:
     void arm_queued() noexcept;
     void poll_cqe(const io_uring_cqe *cqe, Reaped &b) noexcept;
     void rearm_unreported_first(const Reaped &b) noexcept;
-    /* The re-arm queue. */
-    void enqueue(int fd) noexcept {
-        IoSlot &slot = loop_->io_slots[fd];
-        if (slot.state & kInRearmQueue) return;
-        slot.state |= kInRearmQueue;
-        slot.index = (uint32_t)queue_count_;
-        queue_[queue_count_++] = fd;
-    }
-    void dequeue(int fd) noexcept {
-        IoSlot &slot = loop_->io_slots[fd];
-        int last = queue_[--queue_count_];
-        queue_[slot.index] = last;
-        loop_->io_slots[last].index = slot.index;
-        slot.state &= ~kInRearmQueue;
-    }
+    /* The re-arm queue: fd's poll is armed or updated at the next wait. */
+    void enqueue(int fd) noexcept;
+    void dequeue(int fd) noexcept;
 
     /* The streams' completion path (streams.cc). */
     uint64_t slot_tag(int fd) const noexcept {
