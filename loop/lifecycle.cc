@@ -99,7 +99,7 @@ int open_io(tl_loop *loop, tl_io_kind kind, IoBackend **out) noexcept {
 int create_io(tl_loop *loop, tl_io_kind kind, IoBackend **out) noexcept {
     int r = open_io(loop, kind, out);
     if (r < 0) return r;
-    streams_choose_path(loop);
+    streams_choose_path(loop, *out);
     batch_configure(loop, *out);
     return 0;
 }

@@ -99,7 +99,6 @@ struct tl_loop {
     struct iovec *iov_free; /* copies of 2-4 buffer write arrays: free blocks */
     void *iov_chunks;       /* the chunks those blocks come from (stream.cc) */
     uint32_t read_buffer_size, read_buffer_count;
-    bool streams_completion;                   /* io_uring completion path (else readiness)       */
     const tl::detail::StreamPath *stream_path; /* the path's table (stream/core.h) */
     const tl::detail::HandleIo *handle_io;     /* streams' and listeners' events (io/io.h) */
     uint32_t accepts_paused;                   /* listeners paused after an accept error          */

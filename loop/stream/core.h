@@ -106,8 +106,8 @@ inline tl_stream *stream_of(tl_io *w) noexcept {
 inline tl_listener *listener_of(tl_io *w) noexcept {
     return reinterpret_cast<tl_listener *>(reinterpret_cast<char *>(w) - offsetof(tl_listener, io));
 }
-/* The backend's completion operations: only on the completion path
-   (loop->streams_completion), where the backend has them. */
+/* The backend's completion operations: only on the completion path,
+   chosen where the backend has them (streams_choose_path). */
 inline CompletionOps &ops(tl_loop *loop) noexcept {
     return *loop->io->completion();
 }

@@ -276,8 +276,8 @@ void streams_close(tl_loop *loop) noexcept {
     write_queue_free(loop);
 }
 
-void streams_choose_path(tl_loop *loop) noexcept {
-    loop->stream_path = loop->streams_completion ? &kCompletionPath : &kReadinessPath;
+void streams_choose_path(tl_loop *loop, IoBackend *io) noexcept {
+    loop->stream_path = io->completion() ? &kCompletionPath : &kReadinessPath;
     loop->handle_io = &loop->stream_path->io;
 }
 

@@ -24,10 +24,10 @@ inline bool streams_pending(const tl_loop *loop) noexcept {
 /* Validates and applies the read-buffer options; -EINVAL if out of range. */
 int streams_configure(tl_loop *loop, const tl_loop_options *opts) noexcept;
 void streams_close(tl_loop *loop) noexcept;
-/* Sets the loop's stream path from what its new I/O backend offers
-   (streams_completion), and points the fd registry's handle_io at the
-   path's table: once per backend created. */
-void streams_choose_path(tl_loop *loop) noexcept;
+/* Sets the loop's stream path from what its new I/O backend io offers (a
+   completion path, IoBackend::completion(), or readiness), and points the
+   fd registry's handle_io at the path's table: once per backend created. */
+void streams_choose_path(tl_loop *loop, IoBackend *io) noexcept;
 
 } // namespace tl::detail
 

@@ -389,7 +389,6 @@ int uring_backend_create(tl_loop *loop, IoBackend **out) noexcept {
     }
     backend->probe_abs_timer();
     backend->probe_streams();
-    loop->streams_completion = backend->streams_ok();
     *out = backend;
     return 0;
 }

@@ -100,9 +100,10 @@ public:
     /* The streams' completion path (streams.cc). */
     void probe_streams() noexcept;
     bool streams_ok() const noexcept { return streams_ok_; }
-    /* The completion path of streams (CompletionOps, below); the loop takes
-       it only where streams_ok(). */
-    CompletionOps *completion() noexcept override { return this; }
+    /* The completion path of streams (CompletionOps, below), where
+       probe_streams found what it needs; else none, and the loop's streams
+       take the readiness path. */
+    CompletionOps *completion() noexcept override { return streams_ok_ ? this : nullptr; }
     int stream_buffers() noexcept override;
     int stream_recv(int fd) noexcept override;
     int stream_send(int fd, const struct iovec *iov, int n) noexcept override;
