@@ -26,12 +26,17 @@ typedef uint64_t (*tl_detail_clock_fn)(int clock, void *ctx);
 namespace tl::detail {
 /* I/O batching (io/batch.h, which decides it): tl_loop::batch. */
 struct IoBatch {
-    uint64_t bound_ns;   /* io_batch_ns; 0: no batching of either kind        */
-    uint64_t gap_ns;     /* estimated time between events; 0: none measured yet */
-    uint64_t last_io_ns; /* the loop time of the last wait that returned events */
-    bool adaptive;       /* io_batch_adaptive                                  */
-    bool dense;          /* adaptive: the next wait gathers                    */
-    bool kernel;         /* the backend gathers itself (io_uring minimum wait) */
+    uint64_t bound_ns;        /* io_batch_ns; 0: no batching of either kind      */
+    uint64_t last_io_ns;      /* loop time of the last wait that returned events */
+    uint64_t period_start_ns; /* the measuring period (io/batch.cc): its start,  */
+    uint64_t period_events;   /* the events of its waits after the first,        */
+    uint64_t spell_gap_ns;    /* the mean gap that began the dense spell         */
+    uint64_t hold_until_ns;   /* no dense spell before this loop time            */
+    uint32_t period_waits;    /* the period's waits with events after the first  */
+    bool period_open;         /* a period is being measured                      */
+    bool adaptive;            /* io_batch_adaptive                               */
+    bool dense;               /* adaptive: the next wait gathers                 */
+    bool kernel;              /* the backend gathers itself (io_uring min wait)  */
 };
 
 struct IoSlot;     /* io/backend.h */

@@ -127,17 +127,21 @@ typedef struct tl_loop_options {
        gather only while events arrive densely, within the same bound
        io_batch_ns (which must then be non-zero, else -EINVAL); 0 (the
        default): io_batch_ns alone, as above. Other values: -EINVAL.
-       The rule. After each wait that returned I/O events the loop updates
-       its estimate of the time between events, from the times it already
-       reads once per iteration (never a clock read per event): the gap
-       since the previous such wait divided by the events it returned,
-       averaged over the last few waits (each weighs 1/4). The loop is
-       dense while that estimate lets at least 2 events arrive within
-       io_batch_ns, and stays dense until fewer than 1.5 would; it becomes
-       sparse at once when a wait returns no event for longer than
-       io_batch_ns (a timer's wake-up, an idle spell), so the first event
-       after a quiet spell is never held. While sparse, every wait returns
-       with its first event; while dense, a wait gathers as io_batch_ns
+       The rule. The loop measures the mean time between events over a
+       period of at least 8 waits with events and 4 times io_batch_ns,
+       from the times it reads once per iteration anyway (never a clock
+       read per event): the period's length divided by the events its
+       waits returned. A sparse loop becomes dense when that lets at least
+       2 events arrive within io_batch_ns; a dense one becomes sparse
+       again when fewer than 1.5 would, or when the mean has grown to
+       over twice the one that made it dense: gathering then slows the
+       load itself (clients that wait for each answer, as HTTP keep-alive
+       does), and the loop stays sparse for 256 times io_batch_ns before
+       it tries again. A blocking wait that returns no event when the last
+       one is older than io_batch_ns (a timer's wake-up, an idle spell)
+       makes the loop sparse at once, so the first event after a quiet
+       spell is never held. While sparse, every wait returns with its
+       first event; while dense, a wait gathers as io_batch_ns
        says: on io_uring with the kernel's minimum wait where it has one
        (Linux 6.12), elsewhere (epoll, older kernels) by sleeping until
        io_batch_ns after the wait began before it polls, as libev's
