@@ -48,6 +48,11 @@
  *   level L + 1, and is filed into directly only once cur has entered that
  *   slot, that is after it was cascaded; so a cascade appends into an empty
  *   slot, and timers not moved stay in start order at every level.
+ * - The bank (below) holds timers only while in use; its block is one slot
+ *   of level B + 1 (the source), each of its timers sits in the bank slot of
+ *   its fire tick, never lazy; before the bind cur is in the source's level
+ *   and before it, after it cur is inside the block and every bank slot
+ *   starts after cur. Per slot, filed counts at least the timers in it.
  *
  * Expiry: when the first slot's start is <= now's tick, cur moves to that
  * start. A level-0 slot's timers are returned, sorted by (deadline, start
@@ -70,6 +75,30 @@
  * also hands out every timer on a grid whose deadline has passed (once now
  * reaches the slot's least due time), in any order within its window.
  * cascaded_ counts the timers a cascade re-files (tl_detail_hwheel_cascades).
+ *
+ * Staging: a cascade re-files its whole slot in one pop, and a level-2 slot
+ * can hold every timer of 4 s (bench-cascade-burst: 102,652 re-filed in one
+ * wake-up, 12.3 ms, on 1e6 delayed tasks), so the next slot of level >= 1 to
+ * be cascaded (the source), once it has had more than kStageBudget timers
+ * filed, is drained ahead of its start into the bank: 64 more lists, the
+ * level-B slots (B = the source's level - 1) of the source's ticks, with
+ * slot ids after the levels' (removal finds them the same way; a restart
+ * moves a banked timer). next_expiry, which the loop calls before it
+ * sleeps, moves up to kStageBudget timers from the source's head in order,
+ * from an eighth of the source's span before its start; for a source of
+ * level >= 2 it reports the instant staging starts and, while more is left,
+ * the last now (zero-timeout iterations of the loop), so the work is done
+ * whatever the loop's other wake-ups. The pops visit bank slots in tick
+ * order with the levels' (a bank slot before a level slot of the same ticks,
+ * whose timers were filed later; the source before the bank, and whole if it
+ * is still occupied when due); the first visit binds the bank (cur enters
+ * its block). After the bind, a bank of level >= 1 is emptied into level B
+ * (from its last slot's tail to the level slot's front: start order holds),
+ * a budget per next_expiry, so that its slots can be staged in turn; a
+ * level-0 bank is emptied only when the next source needs the bank. So the
+ * pop that reaches a staged slot re-files at most a level-1 slot's timers
+ * (its bind, when the bank mirrors level 1), and next_expiry moves at most
+ * two budgets.
  */
 #include <cerrno>
 
@@ -80,6 +109,13 @@
 
 namespace tl::detail {
 namespace {
+
+/* Staging: the source is the next slot of level kMinStageLevel or above
+ * to be cascaded; each next_expiry moves at most kStageBudget timers (about
+ * 0.1 ms at 1e6 timers, cold in the cache: bench-cascade-burst). */
+constexpr unsigned kMinStageLevel = 1;
+constexpr unsigned kWakeLevel = 2;
+constexpr size_t kStageBudget = 1024;
 
 /* Node: next, prev and the position (node.h's SlotPosition). */
 static_assert(3 * sizeof(uintptr_t) <= timer_link_bytes, "hwheel node fits in tl_timer.link");
@@ -93,11 +129,51 @@ class HWheel {
     uint64_t cur_;
     size_t count_ = 0;
     uint64_t cascaded_ = 0; /* timers re-filed by cascades, for benchmarks */
+    /* The bank ("Staging"): in use, the level its lists mirror, the first
+       tick of its block (the source slot's start). */
+    bool banked_ = false;
+    unsigned bank_level_ = 1;
+    uint64_t bank_start_ = 0;
+
+    /* A slot to visit: a level's, or the bank's (level kBank). */
+    struct Visit {
+        unsigned level, slot;
+        uint64_t start;
+    };
 
     uint64_t start(unsigned level, unsigned slot) const noexcept {
         unsigned shift = level_shift(level);
         uint64_t high = shift + kSlotBits >= 64 ? 0 : cur_ & (~uint64_t(0) << (shift + kSlotBits));
         return high | uint64_t(slot) << shift;
+    }
+    uint64_t bank_slot_start(unsigned slot) const noexcept {
+        return bank_start_ + (uint64_t(slot) << level_shift(bank_level_));
+    }
+    unsigned source_slot() const noexcept { return slot_in(bank_level_ + 1, bank_start_); }
+    /* Before the bind: the source slot is still being staged. */
+    bool before_bind() const noexcept { return banked_ && cur_ < bank_start_; }
+    bool is_source(const Visit &v) const noexcept {
+        return before_bind() && v.level == bank_level_ + 1 && v.slot == source_slot();
+    }
+    bool source_occupied() const noexcept {
+        return before_bind() && levels_.occupied(bank_level_ + 1, source_slot());
+    }
+    /* How far ahead of its start a slot of level L may be staged: an eighth
+       of its span (512 ms for level 2 at 1 ms ticks), long after the I/O
+       timeouts of seconds that file there were started, so that few of
+       them are staged and then stopped; the first tick of that stretch. */
+    static uint64_t stage_from(unsigned level, uint64_t slot_start) noexcept {
+        uint64_t ahead = level_span(level) / 8;
+        return slot_start > ahead ? slot_start - ahead : 0;
+    }
+    /* When staging for a source of level L has more to do: at `when` for a
+       slot of level kWakeLevel or above, whose cascade could be large
+       enough to delay the timers due with it by milliseconds; a level-1
+       slot is staged only by the calls the loop makes anyway (its timers
+       fire every tick or so in the workloads that fill it), never by a
+       wake-up of its own, which would be an empty one. */
+    static uint64_t more(unsigned level, uint64_t when) noexcept {
+        return level >= kWakeLevel ? when : UINT64_MAX;
     }
 
     /* Pre: t in no list, e = t's fire tick on grid. Post: t appended
@@ -155,6 +231,39 @@ class HWheel {
        tick + 1, a timer was filed overdue. Post: cur = slot_start; its timers
        due by now on the due list, the rest back in the slot, in order. */
     void collect_passed(unsigned slot, uint64_t slot_start, uint64_t now) noexcept;
+
+    /* The earliest slot to visit, levels and bank together (the bank's slot
+       first on a tie with level bank_level_'s, the source first on a tie
+       with the bank); false if none is occupied. */
+    bool first(Visit &v) const noexcept;
+    /* The slot visited together with v, if any: the bank's first slot for
+       the source, level bank_level_'s slot of the same ticks for a bank
+       slot. */
+    bool partner(const Visit &v, Visit &w) const noexcept;
+    uint64_t bound(const Visit &v) const noexcept {
+        uint64_t lower = clock_.first_ns(v.start);
+        uint64_t min = levels_.at(v.level).min(v.slot);
+        return min > lower ? min : lower;
+    }
+    bool holds_overdue(const Visit &v) const noexcept {
+        return slot_holds_overdue(clock_, levels_.at(v.level).head(v.slot), v.start, log_.now());
+    }
+
+    /* Pre: before the bind. Post: up to budget timers moved from the head
+       of the source slot into the bank, in order (lazy ones re-filed
+       relative to cur, moved). */
+    void stage(size_t budget) noexcept;
+    /* Pre: bank slot v visited (v.start <= now's tick + 1). Post: it and
+       its partner cascaded as one slot, the bank's timers first. */
+    void cascade_bank(const Visit &v, uint64_t now) noexcept;
+    /* Pre: after the bind. Post: up to budget timers moved from the tails of
+       the bank's last slots to the fronts of level bank_level_'s slots of
+       the same ticks; the bank released once empty. */
+    void unbank(size_t budget) noexcept;
+    /* next_expiry's bounded share of the staging: starts a stage within its
+       stretch, moves up to kStageBudget timers. Returns the instant from
+       which the next call has more to do (UINT64_MAX: nothing). */
+    uint64_t advance_bank() noexcept;
 
     /* The due list's next timer, removed; NULL if it is empty. */
     tl_timer *pop_due() noexcept {
@@ -219,20 +328,20 @@ public:
                                               SlotPosition grid) noexcept {
         SlotPosition pos = SlotPosition::of(t);
         /* An overdue timer is moved: its slot, due now, would otherwise be
-           emptied for nothing (a spurious zero timeout). */
-        if (!pos.on_due_list() && e >= cur_ && t->deadline > log_.now()) {
+           emptied for nothing (a spurious zero timeout); so is one on the
+           due list or in the bank (slot ids from the bank's up). */
+        if (pos.slot() < slot_id(kBank, 0) && e >= cur_ && t->deadline > log_.now()) {
             unsigned id = unsigned(pos.slot());
             unsigned level = id / kSlots, slot = id % kSlots;
-            uint64_t slot_start = start(level, slot);
             if (level == 0) {
-                if (e == slot_start) {
+                if (e == start(0, slot)) {
                     t->deadline = deadline;
                     log_.started().with_moved().in_slot(id).with(grid).store(t);
                     levels_.mark_unsorted(slot);
                     log_.filed_at(deadline);
                     return; /* the slot's minimum is this tick's instant */
                 }
-            } else if (e >= slot_start) {
+            } else if (uint64_t slot_start = start(level, slot); e >= slot_start) {
                 /* It may have held the minimum: next_expiry walks the slot. */
                 if (t->deadline <= levels_.at(level).min(slot)) levels_.mark_stale(level, slot);
                 t->deadline = deadline;
@@ -261,27 +370,26 @@ public:
 
     /* A lower bound of every due time inside (a fire tick's instant; exact
        unless a cancel left a slot's minimum low; a restart's is walked):
-       no timer fires before it. */
+       no timer fires before it. Also does a bounded share of the staging
+       (advance_bank), and reports the instant it has more to do: the loop
+       calls this before it sleeps, when no timer is waiting on the work. */
     uint64_t next_expiry() noexcept {
-        uint64_t next = UINT64_MAX;
+        uint64_t next = advance_bank();
         bool overdue = false;
+        Visit v, w;
+        /* A stale first slot is walked first: no wake-up at a deadline a
+           restart left. */
+        while (first(v)) {
+            if (v.level == kBank || !levels_.stale(v.level, v.slot)) break;
+            tidy(v.level, v.slot);
+        }
         if (levels_.any()) {
-            unsigned level = levels_.first_level();
-            unsigned slot = levels_.first_slot(level);
-            /* A stale first slot is walked first: no wake-up at a deadline
-               a restart left. */
-            while (levels_.stale(level, slot)) {
-                tidy(level, slot);
-                if (!levels_.any()) return due_.head ? due_.min : UINT64_MAX;
-                level = levels_.first_level();
-                slot = levels_.first_slot(level);
-            }
-            uint64_t slot_start = start(level, slot);
-            uint64_t lower = clock_.first_ns(slot_start);
-            uint64_t min = levels_.at(level).min(slot);
-            next = min > lower ? min : lower;
+            bool paired = partner(v, w);
+            uint64_t bound_v = bound(v);
+            if (bound_v < next) next = bound_v;
+            if (paired && bound(w) < next) next = bound(w);
             if (log_.overdue() < next) {
-                overdue = holds_overdue(level, slot, slot_start);
+                overdue = holds_overdue(v) || (paired && holds_overdue(w));
                 /* Dropped, or a later pop would act on it for timers that
                    were never noted, before the time said here. */
                 if (!overdue) log_.drop_overdue();
@@ -297,15 +405,6 @@ public:
         return next;
     }
 
-    /* Whether pop_expired(now) would hand out a timer filed overdue, the
-       first slot being (level, slot) from slot_start: its start has passed
-       (it is due anyway), or it is the tick in progress and holds a timer of
-       that tick whose deadline has passed (the pop's cascade files it at
-       level 0, and collect_passed takes it). */
-    bool holds_overdue(unsigned level, unsigned slot, uint64_t slot_start) const noexcept {
-        return slot_holds_overdue(clock_, levels_.at(level).head(slot), slot_start, log_.now());
-    }
-
     /* Pre: now >= every earlier now. Post: returns a timer with fire tick <=
        now's tick, or of the next tick with its deadline <= now when a timer
        was filed overdue since the last pop, removed, in tick order; NULL
@@ -316,33 +415,32 @@ public:
         log_.popping(now);
         for (;;) {
             if (tl_timer *t = pop_due()) return t;
-            if (!levels_.any()) break;
-            unsigned level = levels_.first_level();
-            unsigned slot = levels_.first_slot(level);
-            uint64_t slot_start = start(level, slot);
-            if (slot_start > nt) {
+            Visit v;
+            if (!first(v)) break;
+            if (v.start > nt) {
                 /* The tick in progress, for overdue timers only. */
-                if (log_.overdue() == UINT64_MAX || slot_start - nt > 1) break;
-                if (level > 0) {
-                    cascade(level, slot, slot_start, now);
-                } else {
+                if (log_.overdue() == UINT64_MAX || v.start - nt > 1) break;
+                if (v.level == 0) {
                     log_.clear_overdue();
-                    collect_passed(slot, slot_start, now);
+                    collect_passed(v.slot, v.start, now);
+                    continue;
                 }
-                continue;
+            } else if (v.level == 0) {
+                /* Level 0 holds exact timers only (lazy ones exist above
+                   it): the whole slot is due. */
+                cur_ = v.start;
+                levels_.sort_level0(v.slot);
+                tl_timer *t = levels_.at(0).list(v.slot);
+                unfile(t);
+                --count_;
+                return t;
             }
-            if (level > 0) {
-                cascade(level, slot, slot_start, now);
-                continue;
-            }
-            /* Level 0 holds exact timers only (lazy ones exist above it): the
-               whole slot is due. */
-            cur_ = slot_start;
-            levels_.sort_level0(slot);
-            tl_timer *t = levels_.at(0).list(slot);
-            unfile(t);
-            --count_;
-            return t;
+            if (v.level == kBank)
+                cascade_bank(v, now);
+            else if (is_source(v))
+                stage(SIZE_MAX); /* due before it was staged: all of it now */
+            else
+                cascade(v.level, v.slot, v.start, now);
         }
         log_.clear_overdue();
         if (nt > cur_) cur_ = nt;
@@ -357,6 +455,7 @@ public:
 
 private:
     const char *check_slot(unsigned level, unsigned slot, size_t &seen) const noexcept;
+    const char *check_bank() const noexcept;
 };
 
 [[gnu::noinline]] void HWheel::cascade(unsigned level, unsigned slot, uint64_t slot_start,
@@ -376,6 +475,115 @@ private:
         }
         t = n;
     }
+}
+
+bool HWheel::first(Visit &v) const noexcept {
+    uint64_t levels = levels_.summary() & ~bit(kBank);
+    bool found = levels != 0;
+    if (found) {
+        v.level = unsigned(__builtin_ctzll(levels));
+        v.slot = levels_.first_slot(v.level);
+        v.start = start(v.level, v.slot);
+    }
+    if (uint64_t bank = levels_.occupied(kBank)) {
+        unsigned slot = unsigned(__builtin_ctzll(bank));
+        uint64_t slot_start = bank_slot_start(slot);
+        if (!found || slot_start < v.start || (slot_start == v.start && !is_source(v))) {
+            v = {kBank, slot, slot_start};
+            found = true;
+        }
+    }
+    return found;
+}
+
+bool HWheel::partner(const Visit &v, Visit &w) const noexcept {
+    if (v.level == kBank) {
+        if (before_bind() || !levels_.occupied(bank_level_, v.slot)) return false;
+        w = {bank_level_, v.slot, start(bank_level_, v.slot)};
+        return w.start == v.start;
+    }
+    if (!is_source(v) || !levels_.occupied(kBank)) return false;
+    unsigned slot = unsigned(__builtin_ctzll(levels_.occupied(kBank)));
+    w = {kBank, slot, bank_slot_start(slot)};
+    return true;
+}
+
+void HWheel::stage(size_t budget) noexcept {
+    const unsigned level = bank_level_ + 1, slot = source_slot();
+    for (; budget && levels_.occupied(level, slot); --budget) {
+        tl_timer *t = levels_.at(level).list(slot);
+        levels_.unlink(level, slot, t);
+        SlotPosition pos = SlotPosition::of(t);
+        uint64_t f = clock_.fire_tick(t->deadline, pos);
+        if (f - bank_start_ >= level_span(level)) { /* lazy: beyond the slot */
+            place(t, f, pos.grid(), pos.order().with_moved());
+            continue;
+        }
+        place_in(kBank, slot_in(bank_level_, f), t, f, pos.order().with(pos.grid()));
+        /* A timer starting the slot leaves from the bank as it would have
+           from the slot: not counted, as a cascade does not count it. */
+        if (f != bank_start_) ++cascaded_;
+    }
+}
+
+void HWheel::cascade_bank(const Visit &v, uint64_t now) noexcept {
+    Visit w;
+    bool paired = partner(v, w);
+    cascade(kBank, v.slot, v.start, now);
+    if (paired) cascade(w.level, w.slot, w.start, now);
+}
+
+void HWheel::unbank(size_t budget) noexcept {
+    for (; budget && levels_.occupied(kBank); --budget) {
+        unsigned slot = 63 - unsigned(__builtin_clzll(levels_.occupied(kBank)));
+        tl_timer *t = prev_of(levels_.at(kBank).head(slot)); /* its tail */
+        levels_.unlink(kBank, slot, t);
+        SlotPosition pos = SlotPosition::of(t);
+        uint64_t f = clock_.fire_tick(t->deadline, pos);
+        /* Ahead of the level's own timers of these ticks, filed after the
+           bind: start order holds. */
+        levels_.push(bank_level_, slot, t, clock_.due(f), true);
+        pos.order().with(pos.grid()).in_slot(slot_id(bank_level_, slot)).store(t);
+        if (bank_level_ == 0 && pos.moved()) levels_.mark_unsorted(slot);
+        ++cascaded_;
+    }
+}
+
+uint64_t HWheel::advance_bank() noexcept {
+    const uint64_t nt = clock_.now_tick(log_.now());
+    if (banked_ && !levels_.occupied(kBank) && !source_occupied()) banked_ = false;
+    if (before_bind()) {
+        stage(kStageBudget);
+        return source_occupied() ? more(bank_level_ + 1, log_.now()) : UINT64_MAX;
+    }
+    /* A bank mirroring a level that is staged itself is emptied into it
+       right after the bind, so that its slots can be staged in turn. */
+    if (banked_ && bank_level_ >= kMinStageLevel) {
+        unbank(kStageBudget);
+        if (levels_.occupied(kBank)) return more(bank_level_ + 1, log_.now());
+        banked_ = false;
+    }
+    /* The next source: the next slot of level kMinStageLevel or above to be
+       cascaded, if its cascade would move more than a budget. */
+    uint64_t upper = levels_.summary() & ~bit(kBank) & ~(bit(kMinStageLevel) - 1);
+    if (!upper) return UINT64_MAX;
+    unsigned level = unsigned(__builtin_ctzll(upper));
+    unsigned slot = levels_.first_slot(level);
+    if (levels_.filed(level, slot) <= kStageBudget) return UINT64_MAX;
+    uint64_t slot_start = start(level, slot);
+    uint64_t from = stage_from(level, slot_start);
+    if (nt < from) return more(level, clock_.time_of(from));
+    /* A bank still bound to the last block (level-0 slots, handed out where
+       they are) is emptied into level 0 first. */
+    if (banked_) {
+        unbank(kStageBudget);
+        if (levels_.occupied(kBank)) return more(level, log_.now());
+    }
+    banked_ = true;
+    bank_level_ = level - 1;
+    bank_start_ = slot_start;
+    stage(kStageBudget);
+    return source_occupied() ? more(level, log_.now()) : UINT64_MAX;
 }
 
 [[gnu::noinline]] void HWheel::tidy(unsigned level, unsigned slot) noexcept {
@@ -412,14 +620,15 @@ const char *HWheel::check() const noexcept {
     size_t seen = 0;
     if (const char *broken = due_.check(clock_, cur_, log_.now(), seen, count_, "hwheel"))
         return broken;
+    if (const char *broken = check_bank()) return broken;
     uint64_t levels = 0;
-    for (unsigned level = 0; level < kLevels; ++level) {
+    for (unsigned level = 0; level < kTiers; ++level) {
         for (unsigned slot = 0; slot < kSlots; ++slot) {
             if (const char *broken = check_slot(level, slot, seen)) return broken;
             if (levels_.at(level).head(slot)) levels |= bit(level);
         }
     }
-    for (unsigned level = 0; level < kLevels; ++level)
+    for (unsigned level = 0; level < kTiers; ++level)
         if (levels_.stale_word(level) & ~levels_.occupied(level))
             return check_failed("hwheel: empty slots of level %u marked stale", level);
     uint64_t unsorted = levels_.unsorted0() & ~levels_.occupied(0);
@@ -433,6 +642,25 @@ const char *HWheel::check() const noexcept {
     return nullptr;
 }
 
+/* The bank's state: in use whenever it holds a timer; its block is a slot of
+   the level above the one it mirrors; before the bind that slot (the source)
+   is where the block's timers file, after it cur is inside the block. */
+const char *HWheel::check_bank() const noexcept {
+    if (!banked_)
+        return levels_.occupied(kBank) ? check_failed("hwheel: timers in an unused bank") : nullptr;
+    const unsigned level = bank_level_ + 1;
+    if (level < kMinStageLevel || level >= kLevels)
+        return check_failed("hwheel: bank mirrors level %u", bank_level_);
+    if (bank_start_ & (level_span(level) - 1))
+        return check_failed("hwheel: bank block at %llu, not a level-%u slot",
+                            (unsigned long long)bank_start_, level);
+    if (before_bind() ? start(level, source_slot()) != bank_start_
+                      : levels_.occupied(kBank) && cur_ - bank_start_ >= level_span(level))
+        return check_failed("hwheel: bank block at %llu (level %u) out of reach of cur %llu",
+                            (unsigned long long)bank_start_, level, (unsigned long long)cur_);
+    return nullptr;
+}
+
 /* One slot's part of the walker: bit, start, minimum, links, positions. */
 const char *HWheel::check_slot(unsigned level, unsigned slot, size_t &seen) const noexcept {
     const Level &lv = levels_.at(level);
@@ -441,21 +669,29 @@ const char *HWheel::check_slot(unsigned level, unsigned slot, size_t &seen) cons
     if (occupied != (head != nullptr))
         return check_failed("hwheel: occupancy bit of slot %u/%u is %d, slot %s", level, slot,
                             occupied, head ? "non-empty" : "empty");
-    if (!head) return nullptr;
+    if (!head)
+        return levels_.filed(level, slot)
+                   ? check_failed("hwheel: empty slot %u/%u with %u filed", level, slot,
+                                  unsigned(levels_.filed(level, slot)))
+                   : nullptr;
     if (level == kLevels - 1 && slot >= (kSlots >> (kLevels * kSlotBits - 64)))
         return check_failed("hwheel: top-level slot %u beyond 64 bits", slot);
-    uint64_t slot_start = start(level, slot);
+    const bool bank = level == kBank;
+    const unsigned span_level = bank ? bank_level_ : level;
+    uint64_t slot_start = bank ? bank_slot_start(slot) : start(level, slot);
     if (level == 0 ? slot_start < cur_ : slot_start <= cur_)
         return check_failed("hwheel: slot %u/%u starts at %llu, not after cur %llu", level, slot,
                             (unsigned long long)slot_start, (unsigned long long)cur_);
     uint64_t min = lv.min(slot);
-    uint64_t last_tick = slot_start + (level_span(level) - 1);
+    uint64_t last_tick = slot_start + (level_span(span_level) - 1);
     if (min < clock_.first_ns(slot_start) || min > clock_.time_of(last_tick))
         return check_failed("hwheel: slot %u/%u minimum %llu outside its ticks", level, slot,
                             (unsigned long long)min);
     const tl_timer *t = head;
+    size_t in_slot = 0;
     do {
         SlotPosition pos = SlotPosition::of(t);
+        ++in_slot;
         if (++seen > count_)
             return check_failed("hwheel: more timers linked than count %zu", count_);
         if (prev_of(next_of(t)) != t || next_of(prev_of(t)) != t)
@@ -464,7 +700,13 @@ const char *HWheel::check_slot(unsigned level, unsigned slot, size_t &seen) cons
             return check_failed("hwheel: timer in slot %u/%u records slot id %u", level, slot,
                                 unsigned(pos.slot()));
         uint64_t e = clock_.fire_tick(t);
-        if (!pos.lazy()) {
+        if (bank) {
+            if (pos.lazy() || e < slot_start || e > last_tick)
+                return check_failed("hwheel: banked timer with fire tick %llu in bank slot %u "
+                                    "(ticks %llu-%llu)%s",
+                                    (unsigned long long)e, slot, (unsigned long long)slot_start,
+                                    (unsigned long long)last_tick, pos.lazy() ? ", lazy" : "");
+        } else if (!pos.lazy()) {
             unsigned want_level = level_of(cur_, e);
             unsigned want_slot = slot_in(want_level, e);
             if (e < cur_ || want_level != level || want_slot != slot)
@@ -482,6 +724,9 @@ const char *HWheel::check_slot(unsigned level, unsigned slot, size_t &seen) cons
                                 (unsigned long long)min, (unsigned long long)clock_.due(e));
         t = next_of(t);
     } while (t != head);
+    if (in_slot > levels_.filed(level, slot))
+        return check_failed("hwheel: slot %u/%u holds %zu timers, %u filed", level, slot, in_slot,
+                            unsigned(levels_.filed(level, slot)));
     return nullptr;
 }
 
