@@ -85,20 +85,22 @@
  * slot ids after the levels' (removal finds them the same way; a restart
  * moves a banked timer). next_expiry, which the loop calls before it
  * sleeps, moves up to kStageBudget timers from the source's head in order,
- * from an eighth of the source's span before its start; for a source of
- * level >= 2 it reports the instant staging starts and, while more is left,
- * the last now (zero-timeout iterations of the loop), so the work is done
- * whatever the loop's other wake-ups. The pops visit bank slots in tick
- * order with the levels' (a bank slot before a level slot of the same ticks,
- * whose timers were filed later; the source before the bank, and whole if it
- * is still occupied when due); the first visit binds the bank (cur enters
- * its block). After the bind, a bank of level >= 1 is emptied into level B
- * (from its last slot's tail to the level slot's front: start order holds),
- * a budget per next_expiry, so that its slots can be staged in turn; a
- * level-0 bank is emptied only when the next source needs the bank. So the
- * pop that reaches a staged slot re-files at most a level-1 slot's timers
- * (its bind, when the bank mirrors level 1), and next_expiry moves at most
- * two budgets.
+ * from an eighth of the source's span before its start, or at once when the
+ * source is the loop's next visit (no other call would come before it);
+ * while more is left it reports the last now (zero-timeout iterations of
+ * the loop, no empty wake-ups) for a source of level >= 2 or the next
+ * visit, and waits for the loop's own calls for a level-1 source with
+ * timers due before it. The pops visit bank slots in tick order with the levels' (a bank
+ * slot before a level slot of the same ticks, whose timers were filed
+ * later; the source before the bank, and whole if it is still occupied when
+ * due); the first pop inside the block binds the bank (cur enters it). A
+ * bank of level >= 1 is then emptied into level B (from its last slot's
+ * tail to the level slot's front: start order holds), a budget per
+ * next_expiry, so that its slots are staged in turn; a level-0 bank is
+ * emptied only when the next source needs the bank. So next_expiry moves at
+ * most two budgets, and a pop re-files a slot of at most a budget, or the
+ * bank slot that binds it (one level-1 slot's timers when the source was at
+ * level 2), or, after a jump of now, what the jump passes.
  */
 #include <cerrno>
 
@@ -166,14 +168,20 @@ class HWheel {
         uint64_t ahead = level_span(level) / 8;
         return slot_start > ahead ? slot_start - ahead : 0;
     }
-    /* When staging for a source of level L has more to do: at `when` for a
-       slot of level kWakeLevel or above, whose cascade could be large
-       enough to delay the timers due with it by milliseconds; a level-1
-       slot is staged only by the calls the loop makes anyway (its timers
-       fire every tick or so in the workloads that fill it), never by a
-       wake-up of its own, which would be an empty one. */
-    static uint64_t more(unsigned level, uint64_t when) noexcept {
-        return level >= kWakeLevel ? when : UINT64_MAX;
+    /* Whether (level, slot) is the loop's next visit: nothing else makes
+       the loop call before that slot's pop, so its staging starts now. */
+    bool next_visit(unsigned level, unsigned slot) const noexcept {
+        Visit v;
+        return !due_.head && first(v) && v.level == level && v.slot == slot;
+    }
+    /* When staging the source (level, slot) has more to do: now (the loop
+       runs zero-timeout iterations, which are no empty wake-ups) for a
+       slot of level kWakeLevel or above, whose cascade could delay the
+       timers due with it by milliseconds, or for the loop's next visit;
+       otherwise a level-1 slot is staged by the calls the loop makes anyway
+       (its timers fire every tick or so in the workloads that fill it). */
+    uint64_t more(unsigned level, unsigned slot) const noexcept {
+        return level >= kWakeLevel || next_visit(level, slot) ? log_.now() : UINT64_MAX;
     }
 
     /* Pre: t in no list, e = t's fire tick on grid. Post: t appended
@@ -554,13 +562,13 @@ uint64_t HWheel::advance_bank() noexcept {
     if (banked_ && !levels_.occupied(kBank) && !source_occupied()) banked_ = false;
     if (before_bind()) {
         stage(kStageBudget);
-        return source_occupied() ? more(bank_level_ + 1, log_.now()) : UINT64_MAX;
+        return source_occupied() ? more(bank_level_ + 1, source_slot()) : UINT64_MAX;
     }
     /* A bank mirroring a level that is staged itself is emptied into it
        right after the bind, so that its slots can be staged in turn. */
     if (banked_ && bank_level_ >= kMinStageLevel) {
         unbank(kStageBudget);
-        if (levels_.occupied(kBank)) return more(bank_level_ + 1, log_.now());
+        if (levels_.occupied(kBank)) return log_.now();
         banked_ = false;
     }
     /* The next source: the next slot of level kMinStageLevel or above to be
@@ -572,18 +580,18 @@ uint64_t HWheel::advance_bank() noexcept {
     if (levels_.filed(level, slot) <= kStageBudget) return UINT64_MAX;
     uint64_t slot_start = start(level, slot);
     uint64_t from = stage_from(level, slot_start);
-    if (nt < from) return more(level, clock_.time_of(from));
+    if (nt < from && !next_visit(level, slot)) return UINT64_MAX;
     /* A bank still bound to the last block (level-0 slots, handed out where
        they are) is emptied into level 0 first. */
     if (banked_) {
         unbank(kStageBudget);
-        if (levels_.occupied(kBank)) return more(level, log_.now());
+        if (levels_.occupied(kBank)) return more(level, slot);
     }
     banked_ = true;
     bank_level_ = level - 1;
     bank_start_ = slot_start;
     stage(kStageBudget);
-    return source_occupied() ? more(level, log_.now()) : UINT64_MAX;
+    return source_occupied() ? more(level, slot) : UINT64_MAX;
 }
 
 [[gnu::noinline]] void HWheel::tidy(unsigned level, unsigned slot) noexcept {
