@@ -312,6 +312,33 @@ const char *HWheel::check_bank() const noexcept {
     return nullptr;
 }
 
+/* Where a timer of fire tick e and position pos may sit in (level, slot),
+   of ticks slot_start to last_tick: a bank slot holds its fire tick, never
+   lazy; a level's slot is where e files, or e lies beyond it, lazy. */
+const char *HWheel::check_place(unsigned level, unsigned slot, uint64_t slot_start,
+                                uint64_t last_tick, uint64_t e, SlotPosition pos) const noexcept {
+    if (level == kBank) {
+        if (pos.lazy() || e < slot_start || e > last_tick)
+            return check_failed("hwheel: banked timer with fire tick %llu in bank slot %u "
+                                "(ticks %llu-%llu)%s",
+                                (unsigned long long)e, slot, (unsigned long long)slot_start,
+                                (unsigned long long)last_tick, pos.lazy() ? ", lazy" : "");
+    } else if (!pos.lazy()) {
+        unsigned want_level = level_of(cur_, e);
+        unsigned want_slot = slot_in(want_level, e);
+        if (e < cur_ || want_level != level || want_slot != slot)
+            return check_failed("hwheel: timer with fire tick %llu in slot %u/%u, "
+                                "belongs in %u/%u (cur %llu)",
+                                (unsigned long long)e, level, slot, want_level, want_slot,
+                                (unsigned long long)cur_);
+    } else if (level == 0 || e < slot_start || e - slot_start < level_span(level)) {
+        return check_failed("hwheel: lazy mark on a timer with fire tick %llu in "
+                            "slot %u/%u that needs none",
+                            (unsigned long long)e, level, slot);
+    }
+    return nullptr;
+}
+
 /* One slot's part of the walker: bit, start, minimum, links, positions. */
 const char *HWheel::check_slot(unsigned level, unsigned slot, size_t &seen) const noexcept {
     const Level &lv = levels_.at(level);
@@ -351,25 +378,8 @@ const char *HWheel::check_slot(unsigned level, unsigned slot, size_t &seen) cons
             return check_failed("hwheel: timer in slot %u/%u records slot id %u", level, slot,
                                 unsigned(pos.slot()));
         uint64_t e = clock_.fire_tick(t);
-        if (bank) {
-            if (pos.lazy() || e < slot_start || e > last_tick)
-                return check_failed("hwheel: banked timer with fire tick %llu in bank slot %u "
-                                    "(ticks %llu-%llu)%s",
-                                    (unsigned long long)e, slot, (unsigned long long)slot_start,
-                                    (unsigned long long)last_tick, pos.lazy() ? ", lazy" : "");
-        } else if (!pos.lazy()) {
-            unsigned want_level = level_of(cur_, e);
-            unsigned want_slot = slot_in(want_level, e);
-            if (e < cur_ || want_level != level || want_slot != slot)
-                return check_failed("hwheel: timer with fire tick %llu in slot %u/%u, "
-                                    "belongs in %u/%u (cur %llu)",
-                                    (unsigned long long)e, level, slot, want_level, want_slot,
-                                    (unsigned long long)cur_);
-        } else if (level == 0 || e < slot_start || e - slot_start < level_span(level)) {
-            return check_failed("hwheel: lazy mark on a timer with fire tick %llu in "
-                                "slot %u/%u that needs none",
-                                (unsigned long long)e, level, slot);
-        }
+        if (const char *broken = check_place(level, slot, slot_start, last_tick, e, pos))
+            return broken;
         if (min > clock_.due(e))
             return check_failed("hwheel: slot %u/%u minimum %llu above due time %llu", level, slot,
                                 (unsigned long long)min, (unsigned long long)clock_.due(e));

@@ -366,6 +366,8 @@ public:
 private:
     const char *check_slot(unsigned level, unsigned slot, size_t &seen) const noexcept;
     const char *check_bank() const noexcept;
+    const char *check_place(unsigned level, unsigned slot, uint64_t slot_start, uint64_t last_tick,
+                            uint64_t e, SlotPosition pos) const noexcept;
 };
 
 } // namespace tl::detail
