@@ -14,11 +14,14 @@
 
 namespace tl::detail {
 
-/* Staging: the source is the next slot of level kMinStageLevel or above
- * to be cascaded; each next_expiry moves at most kStageBudget timers (about
- * 0.1 ms at 1e6 timers, cold in the cache: bench-cascade-burst). */
+/* Staging (hwheel.cc): the source is the next slot of level kMinStageLevel
+ * or above to be cascaded, once more than kStageBudget timers were filed
+ * into it; each next_expiry moves at most kStageBudget timers (about 0.1 ms
+ * at 1e6 timers, cold in the cache: bench-cascade-burst), and asks for
+ * zero-timeout iterations until it is done for a source of level
+ * kSpinLevel or above (a level-2 slot holds 4 s of timers: 102,652 there). */
 constexpr unsigned kMinStageLevel = 1;
-constexpr unsigned kWakeLevel = 2;
+constexpr unsigned kSpinLevel = 2;
 constexpr size_t kStageBudget = 1024;
 
 /* Node: next, prev and the position (node.h's SlotPosition). */
@@ -78,12 +81,12 @@ class HWheel {
     }
     /* When staging the source (level, slot) has more to do: now (the loop
        runs zero-timeout iterations, which are no empty wake-ups) for a
-       slot of level kWakeLevel or above, whose cascade could delay the
+       slot of level kSpinLevel or above, whose cascade could delay the
        timers due with it by milliseconds, or for the loop's next visit;
        otherwise a level-1 slot is staged by the calls the loop makes anyway
        (its timers fire every tick or so in the workloads that fill it). */
     uint64_t more(unsigned level, unsigned slot) const noexcept {
-        return level >= kWakeLevel || next_visit(level, slot) ? log_.now() : UINT64_MAX;
+        return level >= kSpinLevel || next_visit(level, slot) ? log_.now() : UINT64_MAX;
     }
 
     /* Pre: t in no list, e = t's fire tick on grid. Post: t appended
