@@ -44,6 +44,7 @@ struct Run {
     bool ties = false;        /* deadlines from 64 instants ahead: many ties */
     bool interleaved = false; /* deadlines drawn from 51 instants ahead       */
     bool later = false;       /* restarts mostly later: the heaps' lazy path  */
+    bool clustered = false;   /* most deadlines within 64 ticks of one instant */
 };
 
 /* Live timers, with O(1) random choice and removal. */
@@ -88,6 +89,17 @@ uint64_t tied_deadline(Rng &rng, uint64_t now, uint64_t tick, uint64_t &last) {
 uint64_t interleaved_deadline(Rng &rng, uint64_t now, uint64_t tick) {
     uint64_t step = 512 * tick, k = now / step + 1 + rng.below(51);
     return k > UINT64_MAX / step ? UINT64_MAX : k * step;
+}
+
+/* Three times in four, one of 64 ticks from an instant 100 ticks to 20 s
+   ahead that holds until now comes within 100 ticks of it: thousands of
+   timers in one slot of level 1 or 2 (or the level-0 slots of a few ticks),
+   so that hwheel stages its cascades ahead, in budgets, through its bank. */
+uint64_t clustered_deadline(Rng &rng, uint64_t now, uint64_t tick, uint64_t &cluster) {
+    if (rng.below(4) == 0) return sat_add(now, rng.below(3000 * tick));
+    if (cluster < sat_add(now, 100 * tick))
+        cluster = sat_add(now, 100 * tick + rng.below(20000 * tick));
+    return sat_add(cluster, rng.below(64 * tick));
 }
 
 /* A timeout from now: mostly short, some on tick boundaries, some far, a few
@@ -136,7 +148,7 @@ struct Model {
     LiveSet live;
     std::vector<size_t> idle;
     Rng rng;
-    uint64_t inserted = 0, removed = 0, popped = 0, last_tie = 0;
+    uint64_t inserted = 0, removed = 0, popped = 0, last_tie = 0, cluster = 0;
     bool tight;
 
     Model(const char *n, const Run &r)
@@ -164,6 +176,7 @@ struct Model {
         h.insert(items[i],
                  run.interleaved ? interleaved_deadline(rng, now, tick)
                  : run.ties      ? tied_deadline(rng, now, tick, last_tie)
+                 : run.clustered ? clustered_deadline(rng, now, tick, cluster)
                                  : random_deadline(rng, now, tick),
                  leeway);
         live.add(i);
@@ -205,6 +218,7 @@ struct Model {
         if (run.later && rng.below(4)) deadline = sat_add(old, rng.below(50 * tick));
         if (run.ties && rng.below(2)) deadline = tied_deadline(rng, now, tick, last_tie);
         if (run.interleaved && rng.below(4)) deadline = interleaved_deadline(rng, now, tick);
+        if (run.clustered && rng.below(2)) deadline = clustered_deadline(rng, now, tick, cluster);
         if (run.leeway && rng.below(3) == 0) Harness::set_leeway(it, random_leeway(rng, tick));
         h.reschedule(it, deadline);
     }
@@ -226,7 +240,10 @@ struct Model {
         } else if (r < 60) {
             reschedule_one();
         } else if (r < 68) {
-            for (Item *it : h.drain(sat_add(h.now(), random_step(rng, tick)))) took(it);
+            /* Clustered runs step in ticks, so that their clusters fill up
+               before now reaches them. */
+            uint64_t by = run.clustered ? rng.below(8 * tick) : random_step(rng, tick);
+            for (Item *it : h.drain(sat_add(h.now(), by))) took(it);
         } else if (r < 70) {
             drain_to_near(h.next_expiry()); /* as the loop does after a wait */
         } else if (r < 72 && run.leeway) {
@@ -341,4 +358,70 @@ BACKEND_TEST(timers, random_ops_match_model_large) {
         {3, (uint64_t{1} << 62) + 12345, 4000, 150000, 64},
     };
     for (const Run &run : runs) run_model(p->name, run);
+}
+
+/* Thousands of timers due within 64 ticks of one instant (hwheel stages
+   the slot that holds them into its bank ahead of its start, a budget per
+   next_expiry), restarted, stopped and popped at random meanwhile, with and
+   without ties and leeway. */
+BACKEND_TEST(timers, random_ops_with_large_cascades_match_model) {
+    Run runs[] = {
+        {0xca5c, 0, 4000, 30000, 1},
+        {0xca5d, kBigStart, 6000, 60000, 16, false, true},
+        {0xca5e, kBigStart, 6000, 60000, 16, true},
+    };
+    for (Run &run : runs) {
+        run.clustered = true;
+        run_model(p->name, run);
+    }
+}
+
+/* The delayed-tasks workload (bench-cascade-burst, at a third of its size):
+   timers due 3.1-5 s on, 90% stopped, driven through the vtable as the loop
+   drives it (one next_expiry, then pops until NULL; the harness would call
+   next_expiry after every operation). hwheel once re-filed every survivor
+   of a level-2 slot in one wake-up (102,652 at full size); staged a budget
+   per next_expiry, a wake-up moves at most three budgets: two in
+   next_expiry (the last of an unbank, the first of a stage) and, in its
+   pops, a slot too small to be staged or the bank slot that binds the bank
+   (one level-1 slot: about 1,000 timers here). */
+Test(timers, hwheel_cascade_work_per_wakeup_is_bounded, .timeout = 120) {
+    const size_t n = 300000, survivors = n / 10;
+    const tl_timer_backend *b = tl_timer_backend_find("hwheel");
+    uint64_t now = kBigStart;
+    void *self = b->create(&kConfig, now);
+    cr_assert(self);
+    std::vector<Item> items = make_items(n);
+    Rng rng{0x64656c61};
+    for (Item &it : items) {
+        it.timer.deadline = now + 3100 * kTick + rng.below(1900 * kTick);
+        cr_assert(b->insert(self, &it.timer) == 0);
+    }
+    for (size_t i = 0; i < n; ++i)
+        if (i % 10) b->remove(self, &items[i].timer);
+    uint64_t max_moved = 0, wakeups = 0, before = tl_detail_hwheel_cascades(self);
+    size_t fired = 0;
+    while (b->count(self)) {
+        uint64_t next = b->next_expiry(self);
+        if (next > now) now = next;
+        while (tl_timer *t = b->pop_expired(self, now)) {
+            cr_assert(t->deadline <= now, "hwheel: deadline %llu popped at %llu",
+                      (unsigned long long)t->deadline, (unsigned long long)now);
+            ++fired;
+        }
+        uint64_t after = tl_detail_hwheel_cascades(self);
+        max_moved = std::max(max_moved, after - before);
+        before = after;
+        if (++wakeups % 64 == 0) {
+            const char *broken = tl_detail_timers_check(b, self);
+            cr_assert(!broken, "hwheel: %s", broken);
+        }
+    }
+    b->destroy(self);
+    cr_log_info("hwheel: %zu fired in %llu wake-ups, at most %llu timers moved in one", fired,
+                (unsigned long long)wakeups, (unsigned long long)max_moved);
+    cr_assert(fired == survivors, "hwheel: %zu of %zu fired", fired, survivors);
+    const uint64_t bound = 3 * 1024;
+    cr_assert(max_moved <= bound, "hwheel: %llu timers moved in one wake-up, bound %llu",
+              (unsigned long long)max_moved, (unsigned long long)bound);
 }

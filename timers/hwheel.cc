@@ -48,6 +48,11 @@
  *   level L + 1, and is filed into directly only once cur has entered that
  *   slot, that is after it was cascaded; so a cascade appends into an empty
  *   slot, and timers not moved stay in start order at every level.
+ * - The bank (below) holds timers only while in use; its block is one slot
+ *   of level B + 1 (the source), each of its timers sits in the bank slot of
+ *   its fire tick, never lazy; before the bind cur is in the source's level
+ *   and before it, after it cur is inside the block and every bank slot
+ *   starts after cur. Per slot, filed counts at least the timers in it.
  *
  * Expiry: when the first slot's start is <= now's tick, cur moves to that
  * start. A level-0 slot's timers are returned, sorted by (deadline, start
@@ -70,294 +75,39 @@
  * also hands out every timer on a grid whose deadline has passed (once now
  * reaches the slot's least due time), in any order within its window.
  * cascaded_ counts the timers a cascade re-files (tl_detail_hwheel_cascades).
+ *
+ * Staging: a cascade re-files its whole slot in one pop, and a level-2 slot
+ * can hold every timer of 4 s (bench-cascade-burst: 102,652 re-filed in one
+ * wake-up, 12.3 ms, on 1e6 delayed tasks), so the next slot of level >= 1 to
+ * be cascaded (the source), once it has had more than kStageBudget timers
+ * filed, is drained ahead of its start into the bank: 64 more lists, the
+ * level-B slots (B = the source's level - 1) of the source's ticks, with
+ * slot ids after the levels' (removal finds them the same way; a restart
+ * moves a banked timer). next_expiry, which the loop calls before it
+ * sleeps, moves up to kStageBudget timers from the source's head in order,
+ * from an eighth of the source's span before its start, or at once when the
+ * source is the loop's next visit (no other call would come before it);
+ * while more is left it reports the last now (zero-timeout iterations of
+ * the loop, no empty wake-ups) for a source of level >= 2 or the next
+ * visit, and waits for the loop's own calls for a level-1 source with
+ * timers due before it. The pops visit bank slots in tick order with the levels' (a bank
+ * slot before a level slot of the same ticks, whose timers were filed
+ * later; the source before the bank, and whole if it is still occupied when
+ * due); the first pop inside the block binds the bank (cur enters it). A
+ * bank of level >= 1 is then emptied into level B (from its last slot's
+ * tail to the level slot's front: start order holds), a budget per
+ * next_expiry, so that its slots are staged in turn; a level-0 bank is
+ * emptied only when the next source needs the bank. So next_expiry moves at
+ * most two budgets, and a pop re-files a slot of at most a budget, or the
+ * bank slot that binds it (one level-1 slot's timers when the source was at
+ * level 2), or, after a jump of now, what the jump passes.
  */
 #include <cerrno>
 
 #include "backend_glue.h"
-#include "hwheel_levels.h"
-#include "node.h"
-#include "wheel_core.h"
+#include "hwheel.h"
 
 namespace tl::detail {
-namespace {
-
-/* Node: next, prev and the position (node.h's SlotPosition). */
-static_assert(3 * sizeof(uintptr_t) <= timer_link_bytes, "hwheel node fits in tl_timer.link");
-
-/* The wheel: filing relative to cur, the lazy reschedule, cascades and pops. */
-class HWheel {
-    Levels levels_;
-    StartLog log_;
-    TickClock clock_;
-    DueList due_;
-    uint64_t cur_;
-    size_t count_ = 0;
-    uint64_t cascaded_ = 0; /* timers re-filed by cascades, for benchmarks */
-
-    uint64_t start(unsigned level, unsigned slot) const noexcept {
-        unsigned shift = level_shift(level);
-        uint64_t high = shift + kSlotBits >= 64 ? 0 : cur_ & (~uint64_t(0) << (shift + kSlotBits));
-        return high | uint64_t(slot) << shift;
-    }
-
-    /* Pre: t in no list, e = t's fire tick on grid. Post: t appended
-       relative to cur with order (on the due list if e < cur), bitmaps and
-       minimum updated. Does not touch count. */
-    void place(tl_timer *t, uint64_t e, SlotPosition grid, SlotPosition order) noexcept {
-        if (e < cur_) {
-            /* Behind the timers already found due: sorted among them. */
-            order.with_moved().store(t);
-            due_.push(t);
-            return;
-        }
-        unsigned level = level_of(cur_, e);
-        unsigned slot = slot_in(level, e);
-        place_in(level, slot, t, e, order.with(grid));
-        if (level == 0 && order.moved()) levels_.mark_unsorted(slot);
-    }
-
-    /* t, of fire tick e, appended to (level, slot) with position word pos. */
-    void place_in(unsigned level, unsigned slot, tl_timer *t, uint64_t e,
-                  SlotPosition pos) noexcept {
-        levels_.push(level, slot, t, clock_.due(e));
-        pos.in_slot(slot_id(level, slot)).store(t);
-    }
-
-    /* Pre: t inside. Post: t in no list; bits cleared if its slot emptied.
-       Does not touch count. */
-    void unfile(tl_timer *t) noexcept {
-        SlotPosition pos = SlotPosition::of(t);
-        if (pos.on_due_list()) {
-            due_.unlink(t);
-            return;
-        }
-        unsigned id = unsigned(pos.slot());
-        levels_.unlink(id / kSlots, id % kSlots, t);
-    }
-
-    /* Pre: (level, slot) is the first occupied slot, level > 0, it starts at
-       or before now's tick + 1, the due list is empty. Post: cur = its
-       start; on the due list, its timers whose fire tick is that start and
-       that are due by now, and those on a grid whose deadline has passed
-       (inside their window: the slot is emptied no later than its least due
-       time, and only once now reaches that, so that nothing comes out
-       before next_expiry); the others re-filed, each at a lower level (or
-       where a lazy deadline now says), in slot order, each keeping its start
-       sequence and moved mark (a grid timer starting its slot, or past its
-       deadline, is never cascaded). */
-    void cascade(unsigned level, unsigned slot, uint64_t slot_start, uint64_t now) noexcept;
-
-    /* Pre: (level, slot) occupied, level > 0. Post: its lazy timers re-filed
-       (relative to cur), the others back in order, exact minimum, no mark. */
-    void tidy(unsigned level, unsigned slot) noexcept;
-
-    /* Pre: level-0 slot is the first occupied, its tick slot_start is now's
-       tick + 1, a timer was filed overdue. Post: cur = slot_start; its timers
-       due by now on the due list, the rest back in the slot, in order. */
-    void collect_passed(unsigned slot, uint64_t slot_start, uint64_t now) noexcept;
-
-    /* The due list's next timer, removed; NULL if it is empty. */
-    tl_timer *pop_due() noexcept {
-        if (!due_.head) return nullptr;
-        --count_;
-        return due_.pop();
-    }
-
-public:
-    const TickClock &clock() const noexcept { return clock_; }
-    /* Pre: t in no list, e = its fire tick on grid. Post: t started (a new
-       start sequence) and placed there; noted if overdue. */
-    void file(tl_timer *t, uint64_t e, SlotPosition grid) noexcept {
-        log_.filed_at(t->deadline);
-        place(t, e, grid, log_.started());
-    }
-
-    /* Tick order only: a timer fires within the tick after its deadline. */
-    static constexpr uint32_t kCaps = 0;
-
-    static bool accepts(const tl_timer_config &cfg) noexcept { return cfg.tick_ns != 0; }
-
-    HWheel(const tl_timer_config &cfg, uint64_t now) noexcept : log_(now), clock_(cfg.tick_ns) {
-        uint64_t r;
-        cur_ = clock_.floor(now, r);
-    }
-    /* Everything is inside the object. */
-    bool allocate() noexcept { return true; }
-
-    /* Pre: t not inside, t->deadline set (any value, even before now). Post:
-       t inside, filed at the level and slot of its fire tick (on the due
-       list if that tick has passed). O(1); never fails, never allocates. */
-    int insert(tl_timer *t) noexcept {
-        file_new(*this, t);
-        ++count_;
-        return 0;
-    }
-
-    /* timer_backend.h's reserve: an insert never fails, so there is room. */
-    int reserve_more(const tl_timer *, size_t) noexcept { return 0; }
-
-    /* Pre: t inside. Post: t not inside. O(1): the slot id is in t. */
-    void remove(tl_timer *t) noexcept {
-        unfile(t);
-        --count_;
-    }
-
-    /* Pre: t inside. Post: t->deadline == deadline, t inside and due at the
-       new fire tick (on the grid of its leeway now), with a new start
-       sequence. Same slot: the deadline is rewritten in place. A later fire
-       tick beyond a level > 0 slot leaves the timer there, marked lazy, to
-       be re-filed when the slot comes due: heartbeats cost O(1) and touch no
-       list. Both mark it moved. Earlier: moved now (an unlink and an append,
-       also O(1)). */
-    [[gnu::always_inline]] void reschedule(tl_timer *t, uint64_t deadline) noexcept {
-        reschedule_on_grid_of_leeway(*this, t, deadline);
-    }
-
-    /* e: the fire tick of deadline on grid (the old grid does not matter:
-       the in-place paths compare e with the slot's start). */
-    [[gnu::always_inline]] void reschedule_to(tl_timer *t, uint64_t deadline, uint64_t e,
-                                              SlotPosition grid) noexcept {
-        SlotPosition pos = SlotPosition::of(t);
-        /* An overdue timer is moved: its slot, due now, would otherwise be
-           emptied for nothing (a spurious zero timeout). */
-        if (!pos.on_due_list() && e >= cur_ && t->deadline > log_.now()) {
-            unsigned id = unsigned(pos.slot());
-            unsigned level = id / kSlots, slot = id % kSlots;
-            uint64_t slot_start = start(level, slot);
-            if (level == 0) {
-                if (e == slot_start) {
-                    t->deadline = deadline;
-                    log_.started().with_moved().in_slot(id).with(grid).store(t);
-                    levels_.mark_unsorted(slot);
-                    log_.filed_at(deadline);
-                    return; /* the slot's minimum is this tick's instant */
-                }
-            } else if (e >= slot_start) {
-                /* It may have held the minimum: next_expiry walks the slot. */
-                if (t->deadline <= levels_.at(level).min(slot)) levels_.mark_stale(level, slot);
-                t->deadline = deadline;
-                log_.filed_at(deadline);
-                levels_.at(level).lower_min(slot, clock_.due(e));
-                log_.started()
-                    .with_moved()
-                    .in_slot(id)
-                    .with(grid)
-                    .with_lazy(e - slot_start >= level_span(level))
-                    .store(t);
-                return;
-            }
-        }
-        move(t, deadline, e, grid);
-    }
-
-    /* reschedule's slow path, out of line so that the in-place paths above
-       need no saved registers. */
-    [[gnu::noinline]] void move(tl_timer *t, uint64_t deadline, uint64_t e,
-                                SlotPosition grid) noexcept {
-        unfile(t);
-        t->deadline = deadline;
-        file(t, e, grid);
-    }
-
-    /* A lower bound of every due time inside (a fire tick's instant; exact
-       unless a cancel left a slot's minimum low; a restart's is walked):
-       no timer fires before it. */
-    uint64_t next_expiry() noexcept {
-        uint64_t next = UINT64_MAX;
-        bool overdue = false;
-        if (levels_.any()) {
-            unsigned level = levels_.first_level();
-            unsigned slot = levels_.first_slot(level);
-            /* A stale first slot is walked first: no wake-up at a deadline
-               a restart left. */
-            while (levels_.stale(level, slot)) {
-                tidy(level, slot);
-                if (!levels_.any()) return due_.head ? due_.min : UINT64_MAX;
-                level = levels_.first_level();
-                slot = levels_.first_slot(level);
-            }
-            uint64_t slot_start = start(level, slot);
-            uint64_t lower = clock_.first_ns(slot_start);
-            uint64_t min = levels_.at(level).min(slot);
-            next = min > lower ? min : lower;
-            if (log_.overdue() < next) {
-                overdue = holds_overdue(level, slot, slot_start);
-                /* Dropped, or a later pop would act on it for timers that
-                   were never noted, before the time said here. */
-                if (!overdue) log_.drop_overdue();
-            }
-        }
-        /* Due-list timers taken early by a cascade may sit before slots with
-           earlier deadlines: the lesser of the two. */
-        if (due_.head && due_.min < next) next = due_.min;
-        /* An overdue timer's deadline, if the next pop hands one out: the
-           note outlives a timer restarted or stopped since, and a past time
-           with nothing due would make the loop run an empty iteration. */
-        if (overdue && log_.overdue() < next) next = log_.overdue();
-        return next;
-    }
-
-    /* Whether pop_expired(now) would hand out a timer filed overdue, the
-       first slot being (level, slot) from slot_start: its start has passed
-       (it is due anyway), or it is the tick in progress and holds a timer of
-       that tick whose deadline has passed (the pop's cascade files it at
-       level 0, and collect_passed takes it). */
-    bool holds_overdue(unsigned level, unsigned slot, uint64_t slot_start) const noexcept {
-        return slot_holds_overdue(clock_, levels_.at(level).head(slot), slot_start, log_.now());
-    }
-
-    /* Pre: now >= every earlier now. Post: returns a timer with fire tick <=
-       now's tick, or of the next tick with its deadline <= now when a timer
-       was filed overdue since the last pop, removed, in tick order; NULL
-       once none is left, with cur at now's tick (its successor after a visit
-       for overdue timers) and every slot that started by then cascaded. */
-    tl_timer *pop_expired(uint64_t now) noexcept {
-        uint64_t nt = clock_.now_tick(now);
-        log_.popping(now);
-        for (;;) {
-            if (tl_timer *t = pop_due()) return t;
-            if (!levels_.any()) break;
-            unsigned level = levels_.first_level();
-            unsigned slot = levels_.first_slot(level);
-            uint64_t slot_start = start(level, slot);
-            if (slot_start > nt) {
-                /* The tick in progress, for overdue timers only. */
-                if (log_.overdue() == UINT64_MAX || slot_start - nt > 1) break;
-                if (level > 0) {
-                    cascade(level, slot, slot_start, now);
-                } else {
-                    log_.clear_overdue();
-                    collect_passed(slot, slot_start, now);
-                }
-                continue;
-            }
-            if (level > 0) {
-                cascade(level, slot, slot_start, now);
-                continue;
-            }
-            /* Level 0 holds exact timers only (lazy ones exist above it): the
-               whole slot is due. */
-            cur_ = slot_start;
-            levels_.sort_level0(slot);
-            tl_timer *t = levels_.at(0).list(slot);
-            unfile(t);
-            --count_;
-            return t;
-        }
-        log_.clear_overdue();
-        if (nt > cur_) cur_ = nt;
-        return nullptr;
-    }
-
-    size_t count() const noexcept { return count_; }
-    uint64_t cascaded() const noexcept { return cascaded_; }
-
-    /* The walker: every invariant above; NULL or the first broken one. */
-    const char *check() const noexcept;
-
-private:
-    const char *check_slot(unsigned level, unsigned slot, size_t &seen) const noexcept;
-};
 
 [[gnu::noinline]] void HWheel::cascade(unsigned level, unsigned slot, uint64_t slot_start,
                                        uint64_t now) noexcept {
@@ -376,6 +126,115 @@ private:
         }
         t = n;
     }
+}
+
+bool HWheel::first(Visit &v) const noexcept {
+    uint64_t levels = levels_.summary() & ~bit(kBank);
+    bool found = levels != 0;
+    if (found) {
+        v.level = unsigned(__builtin_ctzll(levels));
+        v.slot = levels_.first_slot(v.level);
+        v.start = start(v.level, v.slot);
+    }
+    if (uint64_t bank = levels_.occupied(kBank)) {
+        unsigned slot = unsigned(__builtin_ctzll(bank));
+        uint64_t slot_start = bank_slot_start(slot);
+        if (!found || slot_start < v.start || (slot_start == v.start && !is_source(v))) {
+            v = {kBank, slot, slot_start};
+            found = true;
+        }
+    }
+    return found;
+}
+
+bool HWheel::partner(const Visit &v, Visit &w) const noexcept {
+    if (v.level == kBank) {
+        if (before_bind() || !levels_.occupied(bank_level_, v.slot)) return false;
+        w = {bank_level_, v.slot, start(bank_level_, v.slot)};
+        return w.start == v.start;
+    }
+    if (!is_source(v) || !levels_.occupied(kBank)) return false;
+    unsigned slot = unsigned(__builtin_ctzll(levels_.occupied(kBank)));
+    w = {kBank, slot, bank_slot_start(slot)};
+    return true;
+}
+
+void HWheel::stage(size_t budget) noexcept {
+    const unsigned level = bank_level_ + 1, slot = source_slot();
+    for (; budget && levels_.occupied(level, slot); --budget) {
+        tl_timer *t = levels_.at(level).list(slot);
+        levels_.unlink(level, slot, t);
+        SlotPosition pos = SlotPosition::of(t);
+        uint64_t f = clock_.fire_tick(t->deadline, pos);
+        if (f - bank_start_ >= level_span(level)) { /* lazy: beyond the slot */
+            place(t, f, pos.grid(), pos.order().with_moved());
+            continue;
+        }
+        place_in(kBank, slot_in(bank_level_, f), t, f, pos.order().with(pos.grid()));
+        /* A timer starting the slot leaves from the bank as it would have
+           from the slot: not counted, as a cascade does not count it. */
+        if (f != bank_start_) ++cascaded_;
+    }
+}
+
+void HWheel::cascade_bank(const Visit &v, uint64_t now) noexcept {
+    Visit w;
+    bool paired = partner(v, w);
+    cascade(kBank, v.slot, v.start, now);
+    if (paired) cascade(w.level, w.slot, w.start, now);
+}
+
+void HWheel::unbank(size_t budget) noexcept {
+    for (; budget && levels_.occupied(kBank); --budget) {
+        unsigned slot = 63 - unsigned(__builtin_clzll(levels_.occupied(kBank)));
+        tl_timer *t = prev_of(levels_.at(kBank).head(slot)); /* its tail */
+        levels_.unlink(kBank, slot, t);
+        SlotPosition pos = SlotPosition::of(t);
+        uint64_t f = clock_.fire_tick(t->deadline, pos);
+        /* Ahead of the level's own timers of these ticks, filed after the
+           bind: start order holds. */
+        levels_.push(bank_level_, slot, t, clock_.due(f), true);
+        pos.order().with(pos.grid()).in_slot(slot_id(bank_level_, slot)).store(t);
+        if (bank_level_ == 0 && pos.moved()) levels_.mark_unsorted(slot);
+        ++cascaded_;
+    }
+}
+
+uint64_t HWheel::advance_bank() noexcept {
+    const uint64_t nt = clock_.now_tick(log_.now());
+    if (banked_ && !levels_.occupied(kBank) && !source_occupied()) banked_ = false;
+    if (before_bind()) {
+        stage(kStageBudget);
+        return source_occupied() ? more(bank_level_ + 1, source_slot()) : UINT64_MAX;
+    }
+    /* A bank mirroring a level that is staged itself is emptied into it
+       right after the bind, so that its slots can be staged in turn. */
+    if (banked_ && bank_level_ >= kMinStageLevel) {
+        unbank(kStageBudget);
+        if (levels_.occupied(kBank)) return log_.now();
+        banked_ = false;
+    }
+    /* The next source: the next slot of level kMinStageLevel or above to be
+       cascaded, if its cascade would move more than a budget. */
+    uint64_t upper = levels_.summary() & ~bit(kBank) & ~(bit(kMinStageLevel) - 1);
+    if (!upper) return UINT64_MAX;
+    unsigned level = unsigned(__builtin_ctzll(upper));
+    unsigned slot = levels_.first_slot(level);
+    if (levels_.filed(level, slot) <= kStageBudget) return UINT64_MAX;
+    uint64_t slot_start = start(level, slot);
+    uint64_t from = stage_from(level, slot_start);
+    if (nt < from && !next_visit(level, slot)) return UINT64_MAX;
+    /* A bank still bound to the last block (level-0 slots, handed out where
+       they are) is emptied into level 0 first. */
+    if (banked_) {
+        unbank(kStageBudget);
+        if (levels_.occupied(kBank)) return more(level, slot);
+    }
+    banked_ = true;
+    bank_level_ = level - 1;
+    bank_start_ = slot_start;
+    stage(kStageBudget);
+    return source_occupied() ? more(level, slot) : UINT64_MAX;
 }
 
 [[gnu::noinline]] void HWheel::tidy(unsigned level, unsigned slot) noexcept {
@@ -412,14 +271,15 @@ const char *HWheel::check() const noexcept {
     size_t seen = 0;
     if (const char *broken = due_.check(clock_, cur_, log_.now(), seen, count_, "hwheel"))
         return broken;
+    if (const char *broken = check_bank()) return broken;
     uint64_t levels = 0;
-    for (unsigned level = 0; level < kLevels; ++level) {
+    for (unsigned level = 0; level < kTiers; ++level) {
         for (unsigned slot = 0; slot < kSlots; ++slot) {
             if (const char *broken = check_slot(level, slot, seen)) return broken;
             if (levels_.at(level).head(slot)) levels |= bit(level);
         }
     }
-    for (unsigned level = 0; level < kLevels; ++level)
+    for (unsigned level = 0; level < kTiers; ++level)
         if (levels_.stale_word(level) & ~levels_.occupied(level))
             return check_failed("hwheel: empty slots of level %u marked stale", level);
     uint64_t unsorted = levels_.unsorted0() & ~levels_.occupied(0);
@@ -433,6 +293,52 @@ const char *HWheel::check() const noexcept {
     return nullptr;
 }
 
+/* The bank's state: in use whenever it holds a timer; its block is a slot of
+   the level above the one it mirrors; before the bind that slot (the source)
+   is where the block's timers file, after it cur is inside the block. */
+const char *HWheel::check_bank() const noexcept {
+    if (!banked_)
+        return levels_.occupied(kBank) ? check_failed("hwheel: timers in an unused bank") : nullptr;
+    const unsigned level = bank_level_ + 1;
+    if (level < kMinStageLevel || level >= kLevels)
+        return check_failed("hwheel: bank mirrors level %u", bank_level_);
+    if (bank_start_ & (level_span(level) - 1))
+        return check_failed("hwheel: bank block at %llu, not a level-%u slot",
+                            (unsigned long long)bank_start_, level);
+    if (before_bind() ? start(level, source_slot()) != bank_start_
+                      : levels_.occupied(kBank) && cur_ - bank_start_ >= level_span(level))
+        return check_failed("hwheel: bank block at %llu (level %u) out of reach of cur %llu",
+                            (unsigned long long)bank_start_, level, (unsigned long long)cur_);
+    return nullptr;
+}
+
+/* Where a timer of fire tick e and position pos may sit in (level, slot),
+   of ticks slot_start to last_tick: a bank slot holds its fire tick, never
+   lazy; a level's slot is where e files, or e lies beyond it, lazy. */
+const char *HWheel::check_place(unsigned level, unsigned slot, uint64_t slot_start,
+                                uint64_t last_tick, uint64_t e, SlotPosition pos) const noexcept {
+    if (level == kBank) {
+        if (pos.lazy() || e < slot_start || e > last_tick)
+            return check_failed("hwheel: banked timer with fire tick %llu in bank slot %u "
+                                "(ticks %llu-%llu)%s",
+                                (unsigned long long)e, slot, (unsigned long long)slot_start,
+                                (unsigned long long)last_tick, pos.lazy() ? ", lazy" : "");
+    } else if (!pos.lazy()) {
+        unsigned want_level = level_of(cur_, e);
+        unsigned want_slot = slot_in(want_level, e);
+        if (e < cur_ || want_level != level || want_slot != slot)
+            return check_failed("hwheel: timer with fire tick %llu in slot %u/%u, "
+                                "belongs in %u/%u (cur %llu)",
+                                (unsigned long long)e, level, slot, want_level, want_slot,
+                                (unsigned long long)cur_);
+    } else if (level == 0 || e < slot_start || e - slot_start < level_span(level)) {
+        return check_failed("hwheel: lazy mark on a timer with fire tick %llu in "
+                            "slot %u/%u that needs none",
+                            (unsigned long long)e, level, slot);
+    }
+    return nullptr;
+}
+
 /* One slot's part of the walker: bit, start, minimum, links, positions. */
 const char *HWheel::check_slot(unsigned level, unsigned slot, size_t &seen) const noexcept {
     const Level &lv = levels_.at(level);
@@ -441,21 +347,29 @@ const char *HWheel::check_slot(unsigned level, unsigned slot, size_t &seen) cons
     if (occupied != (head != nullptr))
         return check_failed("hwheel: occupancy bit of slot %u/%u is %d, slot %s", level, slot,
                             occupied, head ? "non-empty" : "empty");
-    if (!head) return nullptr;
+    if (!head)
+        return levels_.filed(level, slot)
+                   ? check_failed("hwheel: empty slot %u/%u with %u filed", level, slot,
+                                  unsigned(levels_.filed(level, slot)))
+                   : nullptr;
     if (level == kLevels - 1 && slot >= (kSlots >> (kLevels * kSlotBits - 64)))
         return check_failed("hwheel: top-level slot %u beyond 64 bits", slot);
-    uint64_t slot_start = start(level, slot);
+    const bool bank = level == kBank;
+    const unsigned span_level = bank ? bank_level_ : level;
+    uint64_t slot_start = bank ? bank_slot_start(slot) : start(level, slot);
     if (level == 0 ? slot_start < cur_ : slot_start <= cur_)
         return check_failed("hwheel: slot %u/%u starts at %llu, not after cur %llu", level, slot,
                             (unsigned long long)slot_start, (unsigned long long)cur_);
     uint64_t min = lv.min(slot);
-    uint64_t last_tick = slot_start + (level_span(level) - 1);
+    uint64_t last_tick = slot_start + (level_span(span_level) - 1);
     if (min < clock_.first_ns(slot_start) || min > clock_.time_of(last_tick))
         return check_failed("hwheel: slot %u/%u minimum %llu outside its ticks", level, slot,
                             (unsigned long long)min);
     const tl_timer *t = head;
+    size_t in_slot = 0;
     do {
         SlotPosition pos = SlotPosition::of(t);
+        ++in_slot;
         if (++seen > count_)
             return check_failed("hwheel: more timers linked than count %zu", count_);
         if (prev_of(next_of(t)) != t || next_of(prev_of(t)) != t)
@@ -464,28 +378,18 @@ const char *HWheel::check_slot(unsigned level, unsigned slot, size_t &seen) cons
             return check_failed("hwheel: timer in slot %u/%u records slot id %u", level, slot,
                                 unsigned(pos.slot()));
         uint64_t e = clock_.fire_tick(t);
-        if (!pos.lazy()) {
-            unsigned want_level = level_of(cur_, e);
-            unsigned want_slot = slot_in(want_level, e);
-            if (e < cur_ || want_level != level || want_slot != slot)
-                return check_failed("hwheel: timer with fire tick %llu in slot %u/%u, "
-                                    "belongs in %u/%u (cur %llu)",
-                                    (unsigned long long)e, level, slot, want_level, want_slot,
-                                    (unsigned long long)cur_);
-        } else if (level == 0 || e < slot_start || e - slot_start < level_span(level)) {
-            return check_failed("hwheel: lazy mark on a timer with fire tick %llu in "
-                                "slot %u/%u that needs none",
-                                (unsigned long long)e, level, slot);
-        }
+        if (const char *broken = check_place(level, slot, slot_start, last_tick, e, pos))
+            return broken;
         if (min > clock_.due(e))
             return check_failed("hwheel: slot %u/%u minimum %llu above due time %llu", level, slot,
                                 (unsigned long long)min, (unsigned long long)clock_.due(e));
         t = next_of(t);
     } while (t != head);
+    if (in_slot > levels_.filed(level, slot))
+        return check_failed("hwheel: slot %u/%u holds %zu timers, %u filed", level, slot, in_slot,
+                            unsigned(levels_.filed(level, slot)));
     return nullptr;
 }
-
-} // namespace
 
 const tl_timer_backend hwheel_backend = make_backend<HWheel>("hwheel");
 

@@ -13,7 +13,8 @@
  *   of level 0, the slots that hold a timer placed out of start order since
  *   they were last sorted (only occupied ones), and the stale marks of the
  *   slots whose minimum a later restart may have left low (only occupied
- *   ones; a walk makes the minimum exact). The earliest slot is two ctz
+ *   ones; a walk makes the minimum exact), and per slot the number of
+ *   timers filed since it was last empty (for the staging's choice). The earliest slot is two ctz
  *   away.
  *
  * The levels at the default tick (1 ms; wheel_core.h). A timer whose fire
@@ -56,8 +57,13 @@ inline constexpr unsigned kSlotMask = kSlots - 1;
 /* Enough levels for any 64-bit tick: eleven, the top one using 4 of its 6
  * bits. No overflow list and no maximum timeout. */
 inline constexpr unsigned kLevels = (64 + kSlotBits - 1) / kSlotBits;
-static_assert(kLevels <= 64, "the summary word has one bit per level");
-static_assert(kLevels * kSlots < SlotPosition::kDueSlot, "slot ids stay below kDueSlot");
+/* The bank (hwheel.cc, "Staging"): one more tier of kSlots lists after the
+ * levels, so that its slot ids follow theirs and a removal finds it the
+ * same way. */
+inline constexpr unsigned kBank = kLevels;
+inline constexpr unsigned kTiers = kLevels + 1;
+static_assert(kTiers <= 64, "the summary word has one bit per tier");
+static_assert(kTiers * kSlots < SlotPosition::kDueSlot, "slot ids stay below kDueSlot");
 
 constexpr uint64_t bit(unsigned i) noexcept {
     return uint64_t(1) << i;
@@ -95,12 +101,12 @@ public:
     void lower_min(unsigned slot, uint64_t due) noexcept {
         if (due < min_[slot]) min_[slot] = due;
     }
-    /* Appends t, due at due, its minimum following. True if the slot was
-       empty. */
-    bool push(unsigned slot, tl_timer *t, uint64_t due) noexcept {
+    /* Appends t (prepends it when front), due at due, its minimum
+       following. True if the slot was empty. */
+    bool push(unsigned slot, tl_timer *t, uint64_t due, bool front = false) noexcept {
         bool was_empty = !heads_[slot];
         if (was_empty || due < min_[slot]) min_[slot] = due;
-        list_push(heads_[slot], t, false);
+        list_push(heads_[slot], t, front);
         return was_empty;
     }
     /* Removes t; true if its slot emptied. */
@@ -114,34 +120,46 @@ public:
 static_assert(sizeof(Level) == kSlots * 16, "a level's arrays stay a power of two");
 
 class Levels {
-    Level levels_[kLevels];
-    uint64_t occupied_[kLevels] = {}; /* per level, bit s: slot s holds a timer */
-    uint64_t summary_ = 0;            /* bit L: level L has an occupied slot */
-    uint64_t unsorted0_ = 0;          /* bit s: level-0 slot s holds a moved timer, unsorted */
-    uint64_t stale_[kLevels] = {};    /* per level, bit s: slot s's minimum may be low */
+    Level levels_[kTiers];
+    uint64_t occupied_[kTiers] = {}; /* per tier, bit s: slot s holds a timer */
+    uint64_t summary_ = 0;           /* bit L: tier L has an occupied slot */
+    uint64_t unsorted0_ = 0;         /* bit s: level-0 slot s holds a moved timer, unsorted */
+    uint64_t stale_[kTiers] = {};    /* per tier, bit s: slot s's minimum may be low */
+    /* per slot, the timers filed since it was last empty: a bound of what
+       its cascade would move, kept by push alone (a removal or a restart
+       does not pay for it) */
+    uint32_t filed_[kTiers * kSlots] = {}; /* by slot id */
 
     void emptied(unsigned level, unsigned slot) noexcept {
         occupied_[level] &= ~bit(slot);
         if (!occupied_[level]) summary_ &= ~bit(level);
         if (level == 0) unsorted0_ &= ~bit(slot);
         stale_[level] &= ~bit(slot);
+        filed_[slot_id(level, slot)] = 0;
     }
 
 public:
     const Level &at(unsigned level) const noexcept { return levels_[level]; }
     Level &at(unsigned level) noexcept { return levels_[level]; }
+    /* Levels and bank alike. */
     bool any() const noexcept { return summary_; }
     uint64_t summary() const noexcept { return summary_; }
+    bool occupied(unsigned level, unsigned slot) const noexcept {
+        return (occupied_[level] >> slot) & 1;
+    }
     uint64_t occupied(unsigned level) const noexcept { return occupied_[level]; }
     uint64_t unsorted0() const noexcept { return unsorted0_; }
-    /* The lowest occupied level and its lowest occupied slot. Pre: any(). */
+    /* The lowest occupied level (kBank if only the bank is) and its lowest
+       occupied slot. Pre: any(). */
     unsigned first_level() const noexcept { return unsigned(__builtin_ctzll(summary_)); }
     unsigned first_slot(unsigned level) const noexcept {
         return unsigned(__builtin_ctzll(occupied_[level]));
     }
 
-    void push(unsigned level, unsigned slot, tl_timer *t, uint64_t due) noexcept {
-        if (levels_[level].push(slot, t, due)) {
+    void push(unsigned level, unsigned slot, tl_timer *t, uint64_t due,
+              bool front = false) noexcept {
+        ++filed_[slot_id(level, slot)];
+        if (levels_[level].push(slot, t, due, front)) {
             occupied_[level] |= bit(slot);
             summary_ |= bit(level);
         }
@@ -153,6 +171,9 @@ public:
         tl_timer *t = levels_[level].take(slot);
         emptied(level, slot);
         return t;
+    }
+    uint32_t filed(unsigned level, unsigned slot) const noexcept {
+        return filed_[slot_id(level, slot)];
     }
     bool stale(unsigned level, unsigned slot) const noexcept { return stale_[level] & bit(slot); }
     uint64_t stale_word(unsigned level) const noexcept { return stale_[level]; }
