@@ -67,9 +67,14 @@ public:
         return size_t((deadline * 0x9e3779b97f4a7c15ull) >> (64 - kSlotBits));
     }
 
-    /* The next word of a stale run's head: (restart seq << 1) | kStale. */
+    /* The next word of a stale run's head: (restart seq << 1) | kStale
+       (top comment), read and written only through these three. */
     static constexpr uintptr_t kStale = 1;
     static bool stale(const tl_timer *t) noexcept { return t->link[kNextWord] & kStale; }
+    static uint64_t restart_seq(const tl_timer *t) noexcept { return t->link[kNextWord] >> 1; }
+    static void mark_stale(tl_timer *t, uint64_t seq) noexcept {
+        t->link[kNextWord] = uintptr_t(seq) << 1 | kStale;
+    }
 
     size_t runs() const noexcept { return h0_.size_; }
     size_t count() const noexcept { return h0_.size_ + extra_; }
@@ -160,8 +165,11 @@ public:
 
     /* Pre: t inside. Post: t at deadline, last of its ties: a run of one
        moved later is left stale (top comment), one moved earlier settles
-       (move_earlier), any other relinks. The stale case, a server's idle
-       timeout, writes only t and the table. */
+       (move_earlier); a timer that shares its run joins the newest run of
+       deadline where the table records one (a server's restarts within
+       one iteration, all to one tl_now + timeout), and relinks otherwise.
+       The first and third cases write only t, its neighbours and the
+       table. */
     TL_HEAP_INLINE void reschedule(tl_timer *t, uint64_t deadline) noexcept {
         size_t idx = position_of(t);
         if (idx && (!next_of(t) || stale(t))) [[likely]] {
@@ -174,7 +182,15 @@ public:
             forget(deadline);
             stale_ += !stale(t);
             t->deadline = deadline;
-            t->link[kNextWord] = uintptr_t(seq_++) << 1 | kStale;
+            mark_stale(t, seq_++);
+            return;
+        }
+        const size_t to = slot(deadline);
+        tl_timer *tail = tails_[to];
+        if (tail && deadlines_[to] == deadline) {
+            /* The last of the newest run of deadline is already last of
+               its ties. */
+            if (tail != t) move_to_tail(t, idx, tail, to, deadline);
             return;
         }
         relink(t, deadline);
@@ -211,10 +227,9 @@ private:
     [[gnu::noinline]] void refresh_root() noexcept {
         while (stale_ && h0_.size_) {
             tl_timer *t = entry_timer(h0_.root());
-            const uintptr_t word = t->link[kNextWord];
-            if (!(word & kStale)) return;
+            if (!stale(t)) return;
+            seq_of(t) = restart_seq(t);
             set_next(t, nullptr);
-            seq_of(t) = word >> 1;
             --stale_;
             h0_.sift_down(Root, Entry{t->deadline, t});
         }
@@ -238,17 +253,52 @@ private:
     /* reschedule of a run of one at idx to an earlier deadline, out of line
        (the stale case above then saves no register): the run moves, with a
        new seq, which makes it the newest of deadline, so the table records
-       it there (without reading the slot). */
+       it there (without reading the slot). An exact entry's key was the
+       old deadline, so it can only move up; a stale one's is a lower bound,
+       which the new deadline may pass either way. */
     [[gnu::noinline]] void move_earlier(tl_timer *t, uint64_t deadline, size_t idx) noexcept {
         const size_t from = slot(t->deadline), to = slot(deadline);
+        const bool was_stale = stale(t);
         if (tails_[from] == t) tails_[from] = nullptr;
-        stale_ -= stale(t);
+        stale_ -= was_stale;
         set_next(t, nullptr);
         t->deadline = deadline;
         seq_of(t) = seq_++;
         deadlines_[to] = deadline;
         tails_[to] = t;
-        h0_.settle(idx, Entry{deadline, t});
+        if (was_stale) [[unlikely]]
+            h0_.settle(idx, Entry{deadline, t});
+        else
+            h0_.template sift_up<true>(idx, Entry{deadline, t});
+    }
+
+    /* reschedule of t, which shares its run (head at idx, or a member: idx
+       0), to deadline, whose newest run the table records at slot `to`
+       with its last timer tail != t: t leaves its run, which keeps its
+       entry, and becomes that run's last. */
+    TL_HEAP_INLINE void move_to_tail(tl_timer *t, size_t idx, tl_timer *tail, size_t to,
+                                     uint64_t deadline) noexcept {
+        tl_timer *next = next_of(t);
+        if (idx) {
+            pass_head(t, next, idx);
+        } else {
+            tl_timer *prev = prev_of(t);
+            --extra_;
+            set_next(prev, next);
+            if (next)
+                set_prev(next, prev);
+            else
+                tail_leaves(t, prev);
+        }
+        /* A run of one (its tail is its head) now has more: say so. */
+        if (size_t hi = position_of(tail)) h0_.at(hi).timer = with_more(tail);
+        t->deadline = deadline;
+        set_next(t, nullptr);
+        set_prev(t, tail);
+        position_of(t) = 0;
+        set_next(tail, t);
+        tails_[to] = t;
+        ++extra_;
     }
 
     /* reschedule's other cases, out of line: t leaves its run (or its run's
@@ -313,7 +363,7 @@ const char *RunHeap<D, Root>::check() const noexcept {
         /* A stale run: one timer, its (deadline, restart seq) after the
            entry's (key, seq). */
         const bool lazy = stale(head);
-        const uint64_t seq = lazy ? head->link[kNextWord] >> 1 : seq_of(head);
+        const uint64_t seq = lazy ? restart_seq(head) : seq_of(head);
         if (lazy) {
             ++stale_runs;
             if (head->deadline < e.key || (head->deadline == e.key && seq <= seq_of(head)))
