@@ -141,11 +141,6 @@ Test(io_batch, without_it_the_first_event_ends_the_wait) {
     cr_assert_eq(ran, 1, "the wait went on past its first event");
 }
 
-static void on_due(tl_loop *loop, tl_timer *t) {
-    (void)loop;
-    *(uint64_t *)t->data = mono_ns();
-}
-
 Test(io_batch, a_timer_deadline_ends_a_batching_wait) {
     tl_loop *loop = batch_loop(1000 * MS);
     int p[2];
@@ -157,7 +152,7 @@ Test(io_batch, a_timer_deadline_ends_a_batching_wait) {
     put(p[1]);
     uint64_t fired = 0;
     tl_timer t;
-    tl_timer_init(&t, on_due, &fired);
+    tl_timer_init(&t, on_timer_fired_at, &fired);
     cr_assert_eq(tl_timer_start(loop, &t, 20 * MS, 0), 0);
     uint64_t deadline = t.deadline;
     while (!fired) cr_assert(tl_loop_run(loop, TL_RUN_ONCE) >= 0);

@@ -318,11 +318,6 @@ Test(io_batch_adaptive, clients_that_wait_for_answers_are_not_held) {
     free_loop(loop);
 }
 
-static void on_deadline(tl_loop *loop, tl_timer *t) {
-    (void)loop;
-    *(uint64_t *)t->data = tl_now(loop);
-}
-
 /* After the dense load stops, a timer's wake-up with no event (a quiet spell
    longer than the window) makes the loop sparse at once: the next event is
    served by a wait that did not gather. The timer fires never early. */
@@ -333,7 +328,7 @@ Test(io_batch_adaptive, a_quiet_spell_ends_the_gathering) {
     cr_assert_gt(run.after.io_batched_waits, 0, "the load was not found dense");
     uint64_t fired = 0;
     tl_timer t;
-    tl_timer_init(&t, on_deadline, &fired);
+    tl_timer_init(&t, on_timer_fired_at, &fired);
     uint64_t start = tl_now(loop);
     cr_assert_eq(tl_timer_start(loop, &t, 30 * MS, 0), 0);
     while (!fired) cr_assert(tl_loop_run(loop, TL_RUN_ONCE) >= 0);

@@ -3,9 +3,9 @@
  * Helpers for the Criterion suites that run loops: "a loop on the I/O
  * backend TICKLOOP_IO names, with these options", freeing it with its
  * invariants checked, running it to an end or to a condition, a socketpair,
- * a failsafe timer and a recorder of I/O callbacks, in one place instead of
- * a copy per file (liburing's test/helpers.h). What needs no Criterion is in
- * loop_setup.h, which this includes.
+ * a failsafe timer and recorders of timer and I/O callbacks, in one place
+ * instead of a copy per file (liburing's test/helpers.h). What needs no
+ * Criterion is in loop_setup.h, which this includes.
  */
 #ifndef TICKLOOP_TESTS_LOOP_HELPERS_H
 #define TICKLOOP_TESTS_LOOP_HELPERS_H
@@ -121,6 +121,15 @@ static inline void run_until_set(tl_loop *loop, const int *flag, uint64_t ms) {
     }
     cr_assert_eq(tl_timer_stop(loop, &fs), 0);
     cr_assert(*flag, "the awaited event did not come within %llu ms", (unsigned long long)ms);
+}
+
+/* When a timer ran: on_timer_fired_at stores CLOCK_MONOTONIC ns, read in the
+ * callback, into the uint64_t its data points to. The clock, not the loop's
+ * cached tl_now(), so that a check against the deadline tests the time the
+ * callback really ran. */
+static inline void on_timer_fired_at(tl_loop *loop, tl_timer *t) {
+    (void)loop;
+    *(uint64_t *)t->data = mono_ns();
 }
 
 /* What an I/O watcher saw: on_io_seen records each call into the struct

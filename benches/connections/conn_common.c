@@ -2,6 +2,7 @@
 /* conn_common.c: see conn_common.h. */
 #define _GNU_SOURCE /* SO_REUSEPORT */
 #include "conn_common.h"
+#include "io_batch_flag.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -47,32 +48,6 @@ static void usage(const char *argv0, int opts) {
     exit(2);
 }
 
-/* --io-batch off | adaptive:US | fixed:US (US > 0, in microseconds). */
-static int parse_io_batch(const char *val) {
-    if (strcmp(val, "off") == 0) {
-        cb_config.io_batch_ns = 0;
-        cb_config.io_batch_adaptive = 0;
-        return 0;
-    }
-    uint32_t adaptive;
-    const char *us;
-    if (strncmp(val, "adaptive:", 9) == 0) {
-        adaptive = 1;
-        us = val + 9;
-    } else if (strncmp(val, "fixed:", 6) == 0) {
-        adaptive = 0;
-        us = val + 6;
-    } else {
-        return -1;
-    }
-    char *end;
-    double v = strtod(us, &end);
-    if (end == us || *end || !(v > 0)) return -1;
-    cb_config.io_batch_ns = (uint64_t)(v * 1e3);
-    cb_config.io_batch_adaptive = adaptive;
-    return 0;
-}
-
 void cb_parse_args(int argc, char **argv, int opts) {
     double timeout_ms = 60000, scale = 1, leeway_ms = 0;
     cb_config.io = "epoll";
@@ -92,7 +67,10 @@ void cb_parse_args(int argc, char **argv, int opts) {
         else if ((opts & CB_OPT_LOOP) && strcmp(opt, "--timers") == 0)
             cb_config.timers = val;
         else if ((opts & CB_OPT_BATCH) && strcmp(opt, "--io-batch") == 0) {
-            if (parse_io_batch(val) < 0) usage(argv[0], opts);
+            int adaptive;
+            if (bench_parse_io_batch(val, &cb_config.io_batch_ns, &adaptive) < 0)
+                usage(argv[0], opts);
+            cb_config.io_batch_adaptive = (uint32_t)adaptive;
         } else if ((opts & CB_OPT_BATCH) && strcmp(opt, "--io-batch-us") == 0) {
             cb_config.io_batch_ns = (uint64_t)(atof(val) * 1e3);
             cb_config.io_batch_adaptive = 0;

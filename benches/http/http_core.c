@@ -2,6 +2,7 @@
 /* http_core.c: see http_core.h. */
 #define _GNU_SOURCE /* accept4 */
 #include "http_core.h"
+#include "io_batch_flag.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -175,27 +176,6 @@ int hb_accept(int listen_fd) {
     return fd;
 }
 
-/* "off", "adaptive:US" or "fixed:US" into *b; -1 on anything else. */
-static int parse_io_batch(const char *mode, struct hb_io_batch *b) {
-    b->ns = 0;
-    b->adaptive = 0;
-    if (strcmp(mode, "off") == 0) return 0;
-    const char *us;
-    if (strncmp(mode, "adaptive:", 9) == 0) {
-        b->adaptive = 1;
-        us = mode + 9;
-    } else if (strncmp(mode, "fixed:", 6) == 0) {
-        us = mode + 6;
-    } else {
-        return -1;
-    }
-    char *end;
-    double v = strtod(us, &end);
-    if (end == us || *end || !(v > 0)) return -1;
-    b->ns = (uint64_t)(v * 1e3);
-    return 0;
-}
-
 int hb_parse_args_batch(int argc, char **argv, const char *extra, const char **extra_value,
                         struct hb_io_batch *batch) {
     int port = 0;
@@ -212,7 +192,7 @@ int hb_parse_args_batch(int argc, char **argv, const char *extra, const char **e
             *extra_value = value;
             i++;
         } else if (batch && strcmp(argv[i], "--io-batch") == 0 && value &&
-                   parse_io_batch(value, batch) == 0) {
+                   bench_parse_io_batch(value, &batch->ns, &batch->adaptive) == 0) {
             i++;
         } else {
             fprintf(stderr, "%s: unknown or incomplete option '%s'\nusage: %s [--port N]%s%s%s%s\n",

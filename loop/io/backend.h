@@ -148,6 +148,9 @@ public:
         (void)ns;
         return 0;
     }
+    /* Whether set_batch(ns) with ns > 0 takes effect: the kernel's wait can
+       batch (io_uring's minimum wait). Asking sets nothing. */
+    virtual bool can_batch() const noexcept { return false; }
 
     /* The completion path of streams and listeners, or null where the
        backend has none (epoll). */

@@ -95,15 +95,16 @@ void judge(tl_loop *loop, uint64_t now_ns) noexcept {
 
 void batch_configure(tl_loop *loop, IoBackend *io) noexcept {
     IoBatch &b = loop->batch;
-    uint64_t in_effect = io->set_batch(b.bound_ns);
-    if (b.adaptive) {
-        /* The kernel gathers where it can; the loop's sleep stands in
-           elsewhere, so the bound is in effect on every backend. */
-        b.kernel = in_effect != 0;
-        if (b.kernel && !b.dense) io->set_batch(0);
-        in_effect = b.bound_ns;
+    if (!b.adaptive) {
+        loop->stats.io_batch_ns = io->set_batch(b.bound_ns);
+        return;
     }
-    loop->stats.io_batch_ns = in_effect;
+    /* The kernel gathers where it can, and only while dense; the loop's
+       sleep stands in elsewhere, so the bound is in effect on every
+       backend. */
+    b.kernel = io->can_batch();
+    io->set_batch(b.kernel && b.dense ? b.bound_ns : 0);
+    loop->stats.io_batch_ns = b.bound_ns;
 }
 
 void batch_before_wait(tl_loop *loop, uint64_t deadline_ns, uint64_t now_ns) noexcept {

@@ -90,6 +90,7 @@ public:
     int init(unsigned flags) noexcept;
     int wait(uint64_t deadline_ns, ReadyEvent *out, int cap) noexcept override;
     uint64_t set_batch(uint64_t ns) noexcept override;
+    bool can_batch() const noexcept override { return min_wait_; }
     void probe_abs_timer() noexcept;
 
     /* Poll readiness (poll.cc). */
