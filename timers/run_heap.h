@@ -31,8 +31,9 @@
  *   composition (forget), when a window-heap timer of its deadline takes a
  *   seq.
  * - Lazy later restarts (Go's timerModifiedLater, libev's advice for idle
- *   timeouts): a run of one restarted to a deadline at or after its own
- *   keeps its entry, and only its timer changes: the new deadline, and the
+ *   timeouts): a run of one whose entry is below the top three levels
+ *   (kLazyFrom), restarted to a deadline at or after its own, keeps its
+ *   entry, and only its timer changes: the new deadline, and the
  *   restart's seq in the next word as (seq << 1) | kStale (a run of one has
  *   no next; a timer's address is even). Such a run is stale: its entry's
  *   (key, seq) is a lower bound of its (deadline, restart seq), so the heap
@@ -75,6 +76,15 @@ public:
     static void mark_stale(tl_timer *t, uint64_t seq) noexcept {
         t->link[kNextWord] = uintptr_t(seq) << 1 | kStale;
     }
+
+    /* Runs of one whose entry sits in the top three levels are relinked
+       at a later restart, not left stale: the next wait refreshes the
+       root's region anyway, so staleness there only defers the same sift
+       while keeping the timer out of its deadline's run. Relinked, a
+       server's restarts within one iteration (one tl_now + timeout) join
+       one run, and the heap shrinks to a run per recent iteration. Deeper
+       entries (a large population's idle timeouts) stay lazy. */
+    static constexpr size_t kLazyFrom = Root + 1 + D + D * D;
 
     size_t runs() const noexcept { return h0_.size_; }
     size_t count() const noexcept { return h0_.size_ + extra_; }
@@ -164,7 +174,8 @@ public:
     }
 
     /* Pre: t inside. Post: t at deadline, last of its ties: a run of one
-       moved later is left stale (top comment), one moved earlier settles
+       moved later is left stale (top comment) unless its entry is in the
+       top levels, where it relinks; one moved earlier settles
        (move_earlier); a timer that shares its run joins the newest run of
        deadline where the table records one (a server's restarts within
        one iteration, all to one tl_now + timeout), and relinks otherwise.
@@ -175,6 +186,10 @@ public:
         if (idx && (!next_of(t) || stale(t))) [[likely]] {
             if (deadline < t->deadline) [[unlikely]] {
                 move_earlier(t, deadline, idx);
+                return;
+            }
+            if (idx < kLazyFrom) [[unlikely]] {
+                relink(t, deadline);
                 return;
             }
             const size_t from = slot(t->deadline);
