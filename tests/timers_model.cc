@@ -436,3 +436,49 @@ Test(timers, hwheel_cascade_work_per_wakeup_is_bounded, .timeout = 240) {
     cr_assert(max_moved <= bound, "hwheel: %llu timers moved in one wake-up, bound %llu",
               (unsigned long long)max_moved, (unsigned long long)bound);
 }
+
+/* Thousands of timers in one level-3 slot of hwheel, over its first three
+   level-2 slots, with ties: the level-3 slot is staged into the bank (level
+   2) and its first level-2 slot into the front bank (level 1); the bank is
+   emptied into level 2 after the bind, and the front bank, still handing
+   out its last slots when the next level-2 slot is staged, into level 1.
+   Every timer fires once, in (deadline, start) order, never early. */
+Test(timers, hwheel_level3_block_fires_in_order_through_both_banks, .timeout = 120) {
+    const size_t n = 20000;
+    const tl_timer_backend *b = tl_timer_backend_find("hwheel");
+    uint64_t now = 0;
+    void *self = b->create(&kConfig, now);
+    cr_assert(self);
+    std::vector<Item> items = make_items(n);
+    Rng rng{0x1e7e13};
+    for (Item &it : items) {
+        it.timer.deadline = (262144 + rng.below(3 * 4096)) * kTick;
+        cr_assert(b->insert(self, &it.timer) == 0);
+    }
+    uint64_t wakeups = 0, last_deadline = 0;
+    const Item *last = nullptr;
+    size_t fired = 0;
+    while (b->count(self)) {
+        uint64_t next = b->next_expiry(self);
+        if (next > now) now = next;
+        while (tl_timer *t = b->pop_expired(self, now)) {
+            const Item *it = item_of(t);
+            cr_assert(t->deadline <= now, "hwheel: deadline %llu popped at %llu",
+                      (unsigned long long)t->deadline, (unsigned long long)now);
+            cr_assert(!last || t->deadline > last_deadline ||
+                          (t->deadline == last_deadline && it > last),
+                      "hwheel: timer %zu (deadline %llu) after timer %zu (deadline %llu)",
+                      size_t(it - items.data()), (unsigned long long)t->deadline,
+                      size_t(last - items.data()), (unsigned long long)last_deadline);
+            last = it;
+            last_deadline = t->deadline;
+            ++fired;
+        }
+        if (++wakeups % 16 == 0) {
+            const char *broken = tl_detail_timers_check(b, self);
+            cr_assert(!broken, "hwheel: %s", broken);
+        }
+    }
+    b->destroy(self);
+    cr_assert(fired == n, "hwheel: %zu of %zu fired", fired, n);
+}
