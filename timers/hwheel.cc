@@ -53,6 +53,10 @@
  *   its fire tick, never lazy; before the bind cur is in the source's level
  *   and before it, after it cur is inside the block and every bank slot
  *   starts after cur. Per slot, filed counts at least the timers in it.
+ * - The front bank's block is one slot of level B' + 1 (B' the level it
+ *   mirrors), its timers in the front slot of their fire tick, never lazy,
+ *   every front slot starting after cur. Before its bind it holds timers
+ *   only for the bank's block, as one of its level-B slots (B' = B - 1).
  *
  * Expiry: when the first slot's start is <= now's tick, cur moves to that
  * start. A level-0 slot's timers are returned, sorted by (deadline, start
@@ -90,19 +94,41 @@
  * while more is left it reports the last now (zero-timeout iterations of
  * the loop, no empty wake-ups) for a source of level >= 2 or the next
  * visit, and waits for the loop's own calls for a level-1 source with
- * timers due before it. The pops visit bank slots in tick order with the levels' (a bank
- * slot before a level slot of the same ticks, whose timers were filed
- * later; the source before the bank, and whole if it is still occupied when
- * due); the first pop inside the block binds the bank (cur enters it). A
- * bank of level >= 1 is then emptied into level B (from its last slot's
- * tail to the level slot's front: start order holds), a budget per
- * next_expiry, so that its slots are staged in turn; a level-0 bank is
- * emptied only when the next source needs the bank. So next_expiry moves at
- * most two budgets, and a pop re-files a slot of at most a budget, or the
- * bank slot that binds it (one level-1 slot's timers when the source was at
- * level 2), or, after a jump of now, what the jump passes.
+ * timers due before it. The pops visit bank slots in tick order with the
+ * levels' (a bank slot before a level slot of the same ticks, whose timers
+ * were filed later; the source before the bank, and whole if it is still
+ * occupied when due); the first pop inside the block binds the bank (cur
+ * enters it). A bank of level >= 1 is then emptied into level B (from its
+ * last slot's tail to the level slot's front: start order holds), a budget
+ * per next_expiry, so that its slots are staged in turn; a level-0 bank is
+ * emptied only when the next source needs the bank.
+ *
+ * The front bank: the pop that binds a bank of level B >= 1 would re-file
+ * the bank's first occupied slot whole (bench-cascade-burst: 3,324 timers in
+ * one wake-up, one level-1 slot of a level-2 source), so once the source is
+ * staged, that bank slot is staged in turn, a budget per next_expiry, into
+ * 64 more lists: the level-(B - 1) slots of its ticks (slot ids after the
+ * bank's). Timers staged later for those ticks join it there once the bank
+ * slot is drained (until then, behind the others in the bank slot). The
+ * pops visit front slots as bank slots (a front slot first on a tie with
+ * the bank's, whose timers came later); after the bind they are handed out
+ * where they are, each with the level-(B - 1) slot of its ticks, so the
+ * binding pop re-files one level-(B - 1) slot: for a level-2 source a
+ * single tick, handed out whole, none re-filed. The front bank keeps its
+ * own block, since the bank moves on to the next source while the front's
+ * last slots wait; a new block of level >= 1 that finds it still occupied
+ * empties it into its level first (it is bound by then), as the level-0
+ * bank is emptied.
+ *
+ * So next_expiry moves at most one budget (unbanking and staging share it),
+ * and a pop re-files a slot of at most a budget, or the front slot that
+ * binds a bank (none for a level-2 source, 1/4096 of its ticks for one of
+ * level 3 and above; a bank slot before it, of timers staged after the
+ * front bank took its slot), or, after a jump of now, what the jump
+ * passes.
  */
 #include <cerrno>
+#include <initializer_list>
 
 #include "backend_glue.h"
 #include "hwheel.h"
@@ -129,39 +155,54 @@ namespace tl::detail {
 }
 
 bool HWheel::first(Visit &v) const noexcept {
-    uint64_t levels = levels_.summary() & ~bit(kBank);
+    uint64_t levels = levels_.summary() & ~(bit(kBank) | bit(kFront));
     bool found = levels != 0;
     if (found) {
         v.level = unsigned(__builtin_ctzll(levels));
         v.slot = levels_.first_slot(v.level);
         v.start = start(v.level, v.slot);
     }
-    if (uint64_t bank = levels_.occupied(kBank)) {
-        unsigned slot = unsigned(__builtin_ctzll(bank));
-        uint64_t slot_start = bank_slot_start(slot);
-        if (!found || slot_start < v.start || (slot_start == v.start && !is_source(v))) {
-            v = {kBank, slot, slot_start};
-            found = true;
+    /* The front bank after the bank, so that it wins a tie with it. */
+    for (unsigned tier : {kBank, kFront}) {
+        if (uint64_t bank = levels_.occupied(tier)) {
+            unsigned slot = unsigned(__builtin_ctzll(bank));
+            uint64_t slot_start = bank_slot_start(tier, slot);
+            if (!found || slot_start < v.start || (slot_start == v.start && !is_source(v))) {
+                v = {tier, slot, slot_start};
+                found = true;
+            }
         }
     }
     return found;
 }
 
 bool HWheel::partner(const Visit &v, Visit &w) const noexcept {
-    if (v.level == kBank) {
-        if (before_bind() || !levels_.occupied(bank_level_, v.slot)) return false;
-        w = {bank_level_, v.slot, start(bank_level_, v.slot)};
+    if (v.level >= kBank) {
+        unsigned level = mirrored(v.level);
+        uint64_t block = v.level == kBank ? bank_start_ : front_start_;
+        if (cur_ < block || !levels_.occupied(level, v.slot)) return false;
+        w = {level, v.slot, start(level, v.slot)};
         return w.start == v.start;
     }
-    if (!is_source(v) || !levels_.occupied(kBank)) return false;
-    unsigned slot = unsigned(__builtin_ctzll(levels_.occupied(kBank)));
-    w = {kBank, slot, bank_slot_start(slot)};
-    return true;
+    if (!is_source(v)) return false;
+    /* The banks' earliest slot (the front bank's on a tie). */
+    bool found = false;
+    for (unsigned tier : {kBank, kFront}) {
+        if (tier == kFront && !fronted_) break;
+        if (uint64_t bank = levels_.occupied(tier)) {
+            unsigned slot = unsigned(__builtin_ctzll(bank));
+            uint64_t slot_start = bank_slot_start(tier, slot);
+            if (!found || slot_start <= w.start) w = {tier, slot, slot_start};
+            found = true;
+        }
+    }
+    return found;
 }
 
-void HWheel::stage(size_t budget) noexcept {
+size_t HWheel::stage(size_t budget) noexcept {
     const unsigned level = bank_level_ + 1, slot = source_slot();
-    for (; budget && levels_.occupied(level, slot); --budget) {
+    size_t moved = 0;
+    for (; moved < budget && levels_.occupied(level, slot); ++moved) {
         tl_timer *t = levels_.at(level).list(slot);
         levels_.unlink(level, slot, t);
         SlotPosition pos = SlotPosition::of(t);
@@ -170,47 +211,89 @@ void HWheel::stage(size_t budget) noexcept {
             place(t, f, pos.grid(), pos.order().with_moved());
             continue;
         }
-        place_in(kBank, slot_in(bank_level_, f), t, f, pos.order().with(pos.grid()));
+        /* Into the front bank if it took these ticks and their bank slot
+           has been drained into it: behind the timers taken from there. */
+        unsigned tier = kBank, into = slot_in(bank_level_, f);
+        if (fronted_ && f - front_start_ < level_span(bank_level_) &&
+            !levels_.occupied(kBank, into)) {
+            tier = kFront;
+            into = slot_in(front_level_, f);
+        }
+        place_in(tier, into, t, f, pos.order().with(pos.grid()));
         /* A timer starting the slot leaves from the bank as it would have
            from the slot: not counted, as a cascade does not count it. */
         if (f != bank_start_) ++cascaded_;
     }
+    return moved;
+}
+
+size_t HWheel::stage_front(size_t budget) noexcept {
+    if (!front_pending()) return 0;
+    if (!fronted_) {
+        fronted_ = true;
+        front_level_ = bank_level_ - 1;
+        front_start_ = bank_slot_start(kBank, unsigned(__builtin_ctzll(levels_.occupied(kBank))));
+    }
+    const unsigned slot = slot_in(bank_level_, front_start_);
+    size_t moved = 0;
+    for (; moved < budget && levels_.occupied(kBank, slot); ++moved) {
+        tl_timer *t = levels_.at(kBank).list(slot);
+        levels_.unlink(kBank, slot, t);
+        SlotPosition pos = SlotPosition::of(t);
+        uint64_t f = clock_.fire_tick(t->deadline, pos);
+        place_in(kFront, slot_in(front_level_, f), t, f, pos.order().with(pos.grid()));
+        /* One of the slot's first tick is not counted: a cascade of the
+           bank slot would hand it out, not re-file it. */
+        if (f != front_start_) ++cascaded_;
+    }
+    return moved;
 }
 
 void HWheel::cascade_bank(const Visit &v, uint64_t now) noexcept {
     Visit w;
     bool paired = partner(v, w);
-    cascade(kBank, v.slot, v.start, now);
+    cascade(v.level, v.slot, v.start, now);
     if (paired) cascade(w.level, w.slot, w.start, now);
 }
 
-void HWheel::unbank(size_t budget) noexcept {
-    for (; budget && levels_.occupied(kBank); --budget) {
-        unsigned slot = 63 - unsigned(__builtin_clzll(levels_.occupied(kBank)));
-        tl_timer *t = prev_of(levels_.at(kBank).head(slot)); /* its tail */
-        levels_.unlink(kBank, slot, t);
+size_t HWheel::unbank(unsigned tier, size_t budget) noexcept {
+    const unsigned level = mirrored(tier);
+    size_t moved = 0;
+    for (; moved < budget && levels_.occupied(tier); ++moved) {
+        unsigned slot = 63 - unsigned(__builtin_clzll(levels_.occupied(tier)));
+        tl_timer *t = prev_of(levels_.at(tier).head(slot)); /* its tail */
+        levels_.unlink(tier, slot, t);
         SlotPosition pos = SlotPosition::of(t);
         uint64_t f = clock_.fire_tick(t->deadline, pos);
         /* Ahead of the level's own timers of these ticks, filed after the
            bind: start order holds. */
-        levels_.push(bank_level_, slot, t, clock_.due(f), true);
-        pos.order().with(pos.grid()).in_slot(slot_id(bank_level_, slot)).store(t);
-        if (bank_level_ == 0 && pos.moved()) levels_.mark_unsorted(slot);
+        levels_.push(level, slot, t, clock_.due(f), true);
+        pos.order().with(pos.grid()).in_slot(slot_id(level, slot)).store(t);
+        if (level == 0 && pos.moved()) levels_.mark_unsorted(slot);
         ++cascaded_;
     }
+    return moved;
 }
 
 uint64_t HWheel::advance_bank() noexcept {
     const uint64_t nt = clock_.now_tick(log_.now());
-    if (banked_ && !levels_.occupied(kBank) && !source_occupied()) banked_ = false;
+    /* Released once empty; before the bind, only with its front bank. */
+    if (banked_ && !levels_.occupied(kBank) && !source_occupied() &&
+        !(fronted() && levels_.occupied(kFront)))
+        banked_ = false;
     if (before_bind()) {
-        stage(kStageBudget);
-        return source_occupied() ? more(bank_level_ + 1, source_slot()) : UINT64_MAX;
+        size_t moved = stage(kStageBudget);
+        if (source_occupied()) return more(bank_level_ + 1, source_slot());
+        stage_front(kStageBudget - moved);
+        /* A bank of level >= 1 stages a source of level >= kSpinLevel. */
+        return front_pending() ? log_.now() : UINT64_MAX;
     }
+    size_t budget = kStageBudget;
     /* A bank mirroring a level that is staged itself is emptied into it
-       right after the bind, so that its slots can be staged in turn. */
+       right after the bind, so that its slots can be staged in turn (the
+       front bank's are handed out where they are, in tick order). */
     if (banked_ && bank_level_ >= kMinStageLevel) {
-        unbank(kStageBudget);
+        budget -= unbank(kBank, budget);
         if (levels_.occupied(kBank)) return log_.now();
         banked_ = false;
     }
@@ -225,16 +308,24 @@ uint64_t HWheel::advance_bank() noexcept {
     uint64_t from = stage_from(level, slot_start);
     if (nt < from && !next_visit(level, slot)) return UINT64_MAX;
     /* A bank still bound to the last block (level-0 slots, handed out where
-       they are) is emptied into level 0 first. */
+       they are) is emptied into level 0 first, and so is a front bank
+       bound to an earlier block when this one needs it. */
     if (banked_) {
-        unbank(kStageBudget);
+        budget -= unbank(kBank, budget);
         if (levels_.occupied(kBank)) return more(level, slot);
+    }
+    if (level >= 2 && levels_.occupied(kFront)) {
+        budget -= unbank(kFront, budget);
+        if (levels_.occupied(kFront)) return more(level, slot);
     }
     banked_ = true;
     bank_level_ = level - 1;
     bank_start_ = slot_start;
-    stage(kStageBudget);
-    return source_occupied() ? more(level, slot) : UINT64_MAX;
+    fronted_ = false;
+    budget -= stage(budget);
+    if (source_occupied()) return more(level, slot);
+    stage_front(budget);
+    return front_pending() ? log_.now() : UINT64_MAX;
 }
 
 [[gnu::noinline]] void HWheel::tidy(unsigned level, unsigned slot) noexcept {
@@ -293,10 +384,23 @@ const char *HWheel::check() const noexcept {
     return nullptr;
 }
 
-/* The bank's state: in use whenever it holds a timer; its block is a slot of
-   the level above the one it mirrors; before the bind that slot (the source)
-   is where the block's timers file, after it cur is inside the block. */
+/* The banks' state: the bank in use whenever it holds a timer; each bank's
+   block is a slot of the level above the one it mirrors; before the bind
+   the bank's (the source) is where the block's timers file, after it cur is
+   inside the block. Before its bind the front bank holds timers only as
+   one of the bank's slots, taken by the bank's block. */
 const char *HWheel::check_bank() const noexcept {
+    if (levels_.occupied(kFront)) {
+        const unsigned level = front_level_ + 1;
+        if (level >= kLevels || (front_start_ & (level_span(level) - 1)))
+            return check_failed("hwheel: front bank block at %llu, not a level-%u slot",
+                                (unsigned long long)front_start_, level);
+        if (cur_ < front_start_ && !(fronted() && level == bank_level_ &&
+                                     front_start_ - bank_start_ < level_span(bank_level_ + 1)))
+            return check_failed("hwheel: front bank block at %llu ahead of cur %llu, "
+                                "not the bank's",
+                                (unsigned long long)front_start_, (unsigned long long)cur_);
+    }
     if (!banked_)
         return levels_.occupied(kBank) ? check_failed("hwheel: timers in an unused bank") : nullptr;
     const unsigned level = bank_level_ + 1;
@@ -317,7 +421,7 @@ const char *HWheel::check_bank() const noexcept {
    lazy; a level's slot is where e files, or e lies beyond it, lazy. */
 const char *HWheel::check_place(unsigned level, unsigned slot, uint64_t slot_start,
                                 uint64_t last_tick, uint64_t e, SlotPosition pos) const noexcept {
-    if (level == kBank) {
+    if (level >= kBank) {
         if (pos.lazy() || e < slot_start || e > last_tick)
             return check_failed("hwheel: banked timer with fire tick %llu in bank slot %u "
                                 "(ticks %llu-%llu)%s",
@@ -354,9 +458,9 @@ const char *HWheel::check_slot(unsigned level, unsigned slot, size_t &seen) cons
                    : nullptr;
     if (level == kLevels - 1 && slot >= (kSlots >> (kLevels * kSlotBits - 64)))
         return check_failed("hwheel: top-level slot %u beyond 64 bits", slot);
-    const bool bank = level == kBank;
-    const unsigned span_level = bank ? bank_level_ : level;
-    uint64_t slot_start = bank ? bank_slot_start(slot) : start(level, slot);
+    const bool bank = level >= kBank;
+    const unsigned span_level = mirrored(level);
+    uint64_t slot_start = bank ? bank_slot_start(level, slot) : start(level, slot);
     if (level == 0 ? slot_start < cur_ : slot_start <= cur_)
         return check_failed("hwheel: slot %u/%u starts at %llu, not after cur %llu", level, slot,
                             (unsigned long long)slot_start, (unsigned long long)cur_);

@@ -16,10 +16,11 @@ namespace tl::detail {
 
 /* Staging (hwheel.cc): the source is the next slot of level kMinStageLevel
  * or above to be cascaded, once more than kStageBudget timers were filed
- * into it; each next_expiry moves at most kStageBudget timers (about 0.1 ms
- * at 1e6 timers, cold in the cache: bench-cascade-burst), and asks for
- * zero-timeout iterations until it is done for a source of level
- * kSpinLevel or above (a level-2 slot holds 4 s of timers: 102,652 there). */
+ * into it; each next_expiry moves at most kStageBudget timers, unbanking
+ * and staging together (about 0.1 ms at 1e6 timers, cold in the cache:
+ * bench-cascade-burst), and asks for zero-timeout iterations until it is
+ * done for a source of level kSpinLevel or above (a level-2 slot holds 4 s
+ * of timers: 102,652 there). */
 constexpr unsigned kMinStageLevel = 1;
 constexpr unsigned kSpinLevel = 2;
 constexpr size_t kStageBudget = 1024;
@@ -41,8 +42,14 @@ class HWheel {
     bool banked_ = false;
     unsigned bank_level_ = 1;
     uint64_t bank_start_ = 0;
+    /* The front bank: whether the bank's block has a level-B slot staged
+       into it; the level its lists mirror and the first tick of its block
+       (meaningful while it holds timers or the bank's block uses it). */
+    bool fronted_ = false;
+    unsigned front_level_ = 0;
+    uint64_t front_start_ = 0;
 
-    /* A slot to visit: a level's, or the bank's (level kBank). */
+    /* A slot to visit: a level's, or a bank's (level kBank or kFront). */
     struct Visit {
         unsigned level, slot;
         uint64_t start;
@@ -53,12 +60,30 @@ class HWheel {
         uint64_t high = shift + kSlotBits >= 64 ? 0 : cur_ & (~uint64_t(0) << (shift + kSlotBits));
         return high | uint64_t(slot) << shift;
     }
-    uint64_t bank_slot_start(unsigned slot) const noexcept {
-        return bank_start_ + (uint64_t(slot) << level_shift(bank_level_));
+    /* The level whose slots a tier's lists are: a level's own, or the one
+       a bank mirrors. */
+    unsigned mirrored(unsigned tier) const noexcept {
+        return tier < kBank ? tier : tier == kBank ? bank_level_ : front_level_;
+    }
+    /* The first tick of a bank's slot (tier kBank or kFront). */
+    uint64_t bank_slot_start(unsigned tier, unsigned slot) const noexcept {
+        uint64_t block = tier == kBank ? bank_start_ : front_start_;
+        return block + (uint64_t(slot) << level_shift(mirrored(tier)));
     }
     unsigned source_slot() const noexcept { return slot_in(bank_level_ + 1, bank_start_); }
     /* Before the bind: the source slot is still being staged. */
     bool before_bind() const noexcept { return banked_ && cur_ < bank_start_; }
+    /* Before the bind, with one of the block's level-B slots taken by the
+       front bank. */
+    bool fronted() const noexcept { return fronted_ && before_bind(); }
+    /* Whether the front bank has staging to do for the bank's block (of
+       level >= 1): take the bank's first occupied slot (the front bank is
+       empty then), or drain what is left in the slot it took. */
+    bool front_pending() const noexcept {
+        if (bank_level_ == 0 || !levels_.occupied(kBank)) return false;
+        return fronted_ ? levels_.occupied(kBank, slot_in(bank_level_, front_start_))
+                        : !levels_.occupied(kFront);
+    }
     bool is_source(const Visit &v) const noexcept {
         return before_bind() && v.level == bank_level_ + 1 && v.slot == source_slot();
     }
@@ -145,13 +170,14 @@ class HWheel {
        due by now on the due list, the rest back in the slot, in order. */
     void collect_passed(unsigned slot, uint64_t slot_start, uint64_t now) noexcept;
 
-    /* The earliest slot to visit, levels and bank together (the bank's slot
-       first on a tie with level bank_level_'s, the source first on a tie
-       with the bank); false if none is occupied. */
+    /* The earliest slot to visit, levels and banks together (on a tie the
+       source first, then the front bank's slot, then the bank's, then the
+       level's: the order in which their timers were filed); false if none
+       is occupied. */
     bool first(Visit &v) const noexcept;
-    /* The slot visited together with v, if any: the bank's first slot for
-       the source, level bank_level_'s slot of the same ticks for a bank
-       slot. */
+    /* The slot visited together with v, if any: the banks' earliest slot for
+       the source, the mirrored level's slot of the same ticks for a bank's
+       slot once its block is bound. */
     bool partner(const Visit &v, Visit &w) const noexcept;
     uint64_t bound(const Visit &v) const noexcept {
         uint64_t lower = clock_.first_ns(v.start);
@@ -163,19 +189,27 @@ class HWheel {
     }
 
     /* Pre: before the bind. Post: up to budget timers moved from the head
-       of the source slot into the bank, in order (lazy ones re-filed
-       relative to cur, moved). */
-    void stage(size_t budget) noexcept;
-    /* Pre: bank slot v visited (v.start <= now's tick + 1). Post: it and
+       of the source slot into the banks, in order (lazy ones re-filed
+       relative to cur, moved). Returns how many were moved. */
+    size_t stage(size_t budget) noexcept;
+    /* Pre: before the bind, the source empty. Post: if the bank is of level
+       >= 1, its first occupied slot taken by the front bank (unless one
+       was), and up to budget timers moved from that bank slot's head into
+       the front bank's slots of their fire ticks, in order. Returns how
+       many were moved. */
+    size_t stage_front(size_t budget) noexcept;
+    /* Pre: a bank's slot v visited (v.start <= now's tick + 1). Post: it and
        its partner cascaded as one slot, the bank's timers first. */
     void cascade_bank(const Visit &v, uint64_t now) noexcept;
-    /* Pre: after the bind. Post: up to budget timers moved from the tails of
-       the bank's last slots to the fronts of level bank_level_'s slots of
-       the same ticks; the bank released once empty. */
-    void unbank(size_t budget) noexcept;
+    /* Pre: cur inside the block of bank tier (after its bind). Post: up to
+       budget timers moved from the tails of its last slots to the fronts of
+       the mirrored level's slots of the same ticks. Returns how many were
+       moved. */
+    size_t unbank(unsigned tier, size_t budget) noexcept;
     /* next_expiry's bounded share of the staging: starts a stage within its
-       stretch, moves up to kStageBudget timers. Returns the instant from
-       which the next call has more to do (UINT64_MAX: nothing). */
+       stretch, moves up to kStageBudget timers in all (unbanking and
+       staging). Returns the instant from which the next call has more to do
+       (UINT64_MAX: nothing). */
     uint64_t advance_bank() noexcept;
 
     /* The due list's next timer, removed; NULL if it is empty. */
@@ -242,7 +276,7 @@ public:
         SlotPosition pos = SlotPosition::of(t);
         /* An overdue timer is moved: its slot, due now, would otherwise be
            emptied for nothing (a spurious zero timeout); so is one on the
-           due list or in the bank (slot ids from the bank's up). */
+           due list or in a bank (slot ids from the bank's up). */
         if (pos.slot() < slot_id(kBank, 0) && e >= cur_ && t->deadline > log_.now()) {
             unsigned id = unsigned(pos.slot());
             unsigned level = id / kSlots, slot = id % kSlots;
@@ -293,7 +327,7 @@ public:
         /* A stale first slot is walked first: no wake-up at a deadline a
            restart left. */
         while (first(v)) {
-            if (v.level == kBank || !levels_.stale(v.level, v.slot)) break;
+            if (v.level >= kBank || !levels_.stale(v.level, v.slot)) break;
             tidy(v.level, v.slot);
         }
         if (levels_.any()) {
@@ -348,7 +382,7 @@ public:
                 --count_;
                 return t;
             }
-            if (v.level == kBank)
+            if (v.level >= kBank)
                 cascade_bank(v, now);
             else if (is_source(v))
                 stage(SIZE_MAX); /* due before it was staged: all of it now */

@@ -57,11 +57,12 @@ inline constexpr unsigned kSlotMask = kSlots - 1;
 /* Enough levels for any 64-bit tick: eleven, the top one using 4 of its 6
  * bits. No overflow list and no maximum timeout. */
 inline constexpr unsigned kLevels = (64 + kSlotBits - 1) / kSlotBits;
-/* The bank (hwheel.cc, "Staging"): one more tier of kSlots lists after the
- * levels, so that its slot ids follow theirs and a removal finds it the
- * same way. */
+/* The bank and the front bank (hwheel.cc, "Staging"): two more tiers of
+ * kSlots lists after the levels, so that their slot ids follow theirs and a
+ * removal finds them the same way. */
 inline constexpr unsigned kBank = kLevels;
-inline constexpr unsigned kTiers = kLevels + 1;
+inline constexpr unsigned kFront = kLevels + 1;
+inline constexpr unsigned kTiers = kLevels + 2;
 static_assert(kTiers <= 64, "the summary word has one bit per tier");
 static_assert(kTiers * kSlots < SlotPosition::kDueSlot, "slot ids stay below kDueSlot");
 
@@ -149,8 +150,8 @@ public:
     }
     uint64_t occupied(unsigned level) const noexcept { return occupied_[level]; }
     uint64_t unsorted0() const noexcept { return unsorted0_; }
-    /* The lowest occupied level (kBank if only the bank is) and its lowest
-       occupied slot. Pre: any(). */
+    /* The lowest occupied tier (a bank's if only the banks are) and its
+       lowest occupied slot. Pre: any(). */
     unsigned first_level() const noexcept { return unsigned(__builtin_ctzll(summary_)); }
     unsigned first_slot(unsigned level) const noexcept {
         return unsigned(__builtin_ctzll(occupied_[level]));
