@@ -48,11 +48,12 @@
  *   level L + 1, and is filed into directly only once cur has entered that
  *   slot, that is after it was cascaded; so a cascade appends into an empty
  *   slot, and timers not moved stay in start order at every level.
- * - The bank (below) holds timers only while in use; its block is one slot
- *   of level B + 1 (the source), each of its timers sits in the bank slot of
- *   its fire tick, never lazy; before the bind cur is in the source's level
- *   and before it, after it cur is inside the block and every bank slot
- *   starts after cur. Per slot, filed counts at least the timers in it.
+ * - The bank (hwheel.h, "Staging") holds timers only while in use; its
+ *   block is one slot of level B + 1 (the source), each of its timers sits
+ *   in the bank slot of its fire tick, never lazy; before the bind cur is
+ *   in the source's level and before it, after it cur is inside the block
+ *   and every bank slot starts after cur. Per slot, filed counts at least
+ *   the timers in it.
  * - The front bank's block is one slot of level B' + 1 (B' the level it
  *   mirrors), its timers in the front slot of their fire tick, never lazy,
  *   every front slot starting after cur. Before its bind it holds timers
@@ -80,52 +81,8 @@
  * reaches the slot's least due time), in any order within its window.
  * cascaded_ counts the timers a cascade re-files (tl_detail_hwheel_cascades).
  *
- * Staging: a cascade re-files its whole slot in one pop, and a level-2 slot
- * can hold every timer of 4 s (bench-cascade-burst: 102,652 re-filed in one
- * wake-up, 12.3 ms, on 1e6 delayed tasks), so the next slot of level >= 1 to
- * be cascaded (the source), once it has had more than kStageBudget timers
- * filed, is drained ahead of its start into the bank: 64 more lists, the
- * level-B slots (B = the source's level - 1) of the source's ticks, with
- * slot ids after the levels' (removal finds them the same way; a restart
- * moves a banked timer). next_expiry, which the loop calls before it
- * sleeps, moves up to kStageBudget timers from the source's head in order,
- * from an eighth of the source's span before its start, or at once when the
- * source is the loop's next visit (no other call would come before it);
- * while more is left it reports the last now (zero-timeout iterations of
- * the loop, no empty wake-ups) for a source of level >= 2 or the next
- * visit, and waits for the loop's own calls for a level-1 source with
- * timers due before it. The pops visit bank slots in tick order with the
- * levels' (a bank slot before a level slot of the same ticks, whose timers
- * were filed later; the source before the bank, and whole if it is still
- * occupied when due); the first pop inside the block binds the bank (cur
- * enters it). A bank of level >= 1 is then emptied into level B (from its
- * last slot's tail to the level slot's front: start order holds), a budget
- * per next_expiry, so that its slots are staged in turn; a level-0 bank is
- * emptied only when the next source needs the bank.
- *
- * The front bank: the pop that binds a bank of level B >= 1 would re-file
- * the bank's first occupied slot whole (bench-cascade-burst: 3,324 timers in
- * one wake-up, one level-1 slot of a level-2 source), so once the source is
- * staged, that bank slot is staged in turn, a budget per next_expiry, into
- * 64 more lists: the level-(B - 1) slots of its ticks (slot ids after the
- * bank's). Timers staged later for those ticks join it there once the bank
- * slot is drained (until then, behind the others in the bank slot). The
- * pops visit front slots as bank slots (a front slot first on a tie with
- * the bank's, whose timers came later); after the bind they are handed out
- * where they are, each with the level-(B - 1) slot of its ticks, so the
- * binding pop re-files one level-(B - 1) slot: for a level-2 source a
- * single tick, handed out whole, none re-filed. The front bank keeps its
- * own block, since the bank moves on to the next source while the front's
- * last slots wait; a new block of level >= 1 that finds it still occupied
- * empties it into its level first (it is bound by then), as the level-0
- * bank is emptied.
- *
- * So next_expiry moves at most one budget (unbanking and staging share it),
- * and a pop re-files a slot of at most a budget, or the front slot that
- * binds a bank (none for a level-2 source, 1/4096 of its ticks for one of
- * level 3 and above; a bank slot before it, of timers staged after the
- * front bank took its slot), or, after a jump of now, what the jump
- * passes.
+ * Staging, which bounds what one pop re-files, is in hwheel.h's top
+ * comment.
  */
 #include <cerrno>
 #include <initializer_list>

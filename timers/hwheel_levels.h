@@ -57,7 +57,7 @@ inline constexpr unsigned kSlotMask = kSlots - 1;
 /* Enough levels for any 64-bit tick: eleven, the top one using 4 of its 6
  * bits. No overflow list and no maximum timeout. */
 inline constexpr unsigned kLevels = (64 + kSlotBits - 1) / kSlotBits;
-/* The bank and the front bank (hwheel.cc, "Staging"): two more tiers of
+/* The bank and the front bank (hwheel.h, "Staging"): two more tiers of
  * kSlots lists after the levels, so that their slot ids follow theirs and a
  * removal finds them the same way. */
 inline constexpr unsigned kBank = kLevels;
