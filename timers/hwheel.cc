@@ -160,10 +160,7 @@ size_t HWheel::stage(size_t budget) noexcept {
     const unsigned level = bank_level_ + 1, slot = source_slot();
     size_t moved = 0;
     for (; moved < budget && levels_.occupied(level, slot); ++moved) {
-        tl_timer *t = levels_.at(level).list(slot);
-        levels_.unlink(level, slot, t);
-        SlotPosition pos = SlotPosition::of(t);
-        uint64_t f = clock_.fire_tick(t->deadline, pos);
+        auto [t, pos, f] = take(level, slot, levels_.at(level).list(slot));
         if (f - bank_start_ >= level_span(level)) { /* lazy: beyond the slot */
             place(t, f, pos.grid(), pos.order().with_moved());
             continue;
@@ -194,10 +191,7 @@ size_t HWheel::stage_front(size_t budget) noexcept {
     const unsigned slot = slot_in(bank_level_, front_start_);
     size_t moved = 0;
     for (; moved < budget && levels_.occupied(kBank, slot); ++moved) {
-        tl_timer *t = levels_.at(kBank).list(slot);
-        levels_.unlink(kBank, slot, t);
-        SlotPosition pos = SlotPosition::of(t);
-        uint64_t f = clock_.fire_tick(t->deadline, pos);
+        auto [t, pos, f] = take(kBank, slot, levels_.at(kBank).list(slot));
         place_in(kFront, slot_in(front_level_, f), t, f, pos.order().with(pos.grid()));
         /* One of the slot's first tick is not counted: a cascade of the
            bank slot would hand it out, not re-file it. */
@@ -218,10 +212,8 @@ size_t HWheel::unbank(unsigned tier, size_t budget) noexcept {
     size_t moved = 0;
     for (; moved < budget && levels_.occupied(tier); ++moved) {
         unsigned slot = 63 - unsigned(__builtin_clzll(levels_.occupied(tier)));
-        tl_timer *t = prev_of(levels_.at(tier).head(slot)); /* its tail */
-        levels_.unlink(tier, slot, t);
-        SlotPosition pos = SlotPosition::of(t);
-        uint64_t f = clock_.fire_tick(t->deadline, pos);
+        /* From its tail. */
+        auto [t, pos, f] = take(tier, slot, prev_of(levels_.at(tier).head(slot)));
         /* Ahead of the level's own timers of these ticks, filed after the
            bind: start order holds. */
         levels_.push(level, slot, t, clock_.due(f), true);

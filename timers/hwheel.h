@@ -184,6 +184,20 @@ class HWheel {
         pos.in_slot(slot_id(level, slot)).store(t);
     }
 
+    /* A timer unlinked from a slot (staging's steps), with its position
+       word and fire tick. */
+    struct Taken {
+        tl_timer *t;
+        SlotPosition pos;
+        uint64_t f;
+    };
+    /* Pre: t in (level, slot). Post: t in no list. */
+    Taken take(unsigned level, unsigned slot, tl_timer *t) noexcept {
+        levels_.unlink(level, slot, t);
+        SlotPosition pos = SlotPosition::of(t);
+        return {t, pos, clock_.fire_tick(t->deadline, pos)};
+    }
+
     /* Pre: t inside. Post: t in no list; bits cleared if its slot emptied.
        Does not touch count. */
     void unfile(tl_timer *t) noexcept {

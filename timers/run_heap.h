@@ -141,13 +141,7 @@ public:
                 h0_.remove_at(idx);
             return;
         }
-        tl_timer *prev = prev_of(t);
-        --extra_;
-        set_next(prev, next);
-        if (next)
-            set_prev(next, prev);
-        else
-            tail_leaves(t, prev);
+        leave_run(t, next);
     }
 
     /* Post: the root's entry is exact (no stale run there), so root() is
@@ -250,6 +244,17 @@ private:
         }
     }
 
+    /* t, a member (not its run's head), leaves the run; next is its next. */
+    TL_HEAP_INLINE void leave_run(tl_timer *t, tl_timer *next) noexcept {
+        tl_timer *prev = prev_of(t);
+        --extra_;
+        set_next(prev, next);
+        if (next)
+            set_prev(next, prev);
+        else
+            tail_leaves(t, prev);
+    }
+
     /* t, its run's last timer, leaves; prev (NULL: none) is the new last. */
     TL_HEAP_INLINE void tail_leaves(const tl_timer *t, tl_timer *prev) noexcept {
         tl_timer *&tail = tails_[slot(t->deadline)];
@@ -294,17 +299,10 @@ private:
     TL_HEAP_INLINE void move_to_tail(tl_timer *t, size_t idx, tl_timer *tail, size_t to,
                                      uint64_t deadline) noexcept {
         tl_timer *next = next_of(t);
-        if (idx) {
+        if (idx)
             pass_head(t, next, idx);
-        } else {
-            tl_timer *prev = prev_of(t);
-            --extra_;
-            set_next(prev, next);
-            if (next)
-                set_prev(next, prev);
-            else
-                tail_leaves(t, prev);
-        }
+        else
+            leave_run(t, next);
         /* A run of one (its tail is its head) now has more: say so. */
         if (size_t hi = position_of(tail)) h0_.at(hi).timer = with_more(tail);
         t->deadline = deadline;
