@@ -443,7 +443,7 @@ Test(timers, hwheel_cascade_work_per_wakeup_is_bounded, .timeout = 240) {
    emptied into level 2 after the bind, and the front bank, still handing
    out its last slots when the next level-2 slot is staged, into level 1.
    Every timer fires once, in (deadline, start) order, never early. */
-Test(timers, hwheel_level3_block_fires_in_order_through_both_banks, .timeout = 120) {
+Test(timers, hwheel_level3_block_fires_in_order_through_both_banks) {
     const size_t n = 20000;
     const tl_timer_backend *b = tl_timer_backend_find("hwheel");
     uint64_t now = 0;
